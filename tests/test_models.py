@@ -1,0 +1,297 @@
+"""Sample models and the ONNX loader: build, compile, run, extract tasks, and clear errors."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from workbench.models import LoadedModel, check_model, list_models, load_model
+from workbench.spec import SpecError
+
+tvm = pytest.importorskip("tvm")
+from tvm import relax  # noqa: E402
+from tvm.s_tir import meta_schedule as ms  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+NAMES = ["mlp", "resnet18", "mobilenetv2", "bert-layer"]
+SMALL = [f"{n}-small" for n in NAMES]
+
+
+# ---------------------------------------------------------------------------------------------
+# helpers
+
+
+@pytest.fixture(scope="module")
+def target() -> tvm.target.Target:
+    return tvm.target.Target({"kind": "llvm", "num-cores": 2})
+
+
+def prepare_for_tuning(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
+    """Stage 1 of ms.relax_integration.compile_relax (see notes/tvm-0.27.md section 2)."""
+    try:
+        dispatch = relax.pipeline.library_dispatch_passes(target)
+    except (ValueError, AttributeError):
+        dispatch = []
+    seq = tvm.transform.Sequential(
+        [*dispatch, relax.transform.LegalizeOps(), relax.transform.AnnotateTIROpPattern(),
+         relax.transform.FoldConstant(), relax.transform.FuseOps(), relax.transform.FuseTIR()]
+    )
+    with target, tvm.transform.PassContext(opt_level=3):
+        return seq(mod)
+
+
+def extract(model: LoadedModel, target: tvm.target.Target) -> list:
+    return ms.relax_integration.extract_tasks(prepare_for_tuning(model.mod, target), target)
+
+
+def run(mod: tvm.IRModule, x: np.ndarray) -> np.ndarray:
+    vm = relax.VirtualMachine(tvm.compile(mod, target="llvm"), tvm.cpu())
+    return vm["main"](tvm.runtime.tensor(x)).numpy()
+
+
+def random_input(model: LoadedModel) -> np.ndarray:
+    return np.random.default_rng(1).standard_normal(model.input_shape).astype(model.dtype)
+
+
+def output_shape(mod: tvm.IRModule) -> tuple[int, ...]:
+    return tuple(int(v) for v in mod["main"].body.body.ty.shape.values)
+
+
+# ---------------------------------------------------------------------------------------------
+# registry
+
+
+def test_list_models_names_and_shapes() -> None:
+    infos = {info.name: info for info in list_models()}
+    assert sorted(infos) == sorted(NAMES + SMALL)
+    assert infos["resnet18"].input_shape == (1, 3, 224, 224)
+    assert infos["mobilenetv2"].input_shape == (1, 3, 224, 224)
+    assert infos["mlp"].input_shape == (128, 768)
+    assert infos["bert-layer"].input_shape == (1, 128, 768)
+    assert all(info.description and "\n" not in info.description for info in infos.values())
+    assert all(info.dtype == "float32" for info in infos.values())
+
+
+def test_registry_does_not_import_tvm() -> None:
+    code = (
+        "import sys, workbench.models as m; m.list_models(); m.check_model('resnet18'); "
+        "m.check_model('bert-layer-small', (1, 8, 32)); "
+        "assert 'tvm' not in sys.modules, 'tvm imported'"
+    )
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, timeout=60)
+
+
+def test_unknown_model_lists_the_samples() -> None:
+    for call in (check_model, load_model):
+        with pytest.raises(SpecError) as info:
+            call("resnet-9000")
+        assert info.value.field == "model"
+        assert "unknown model 'resnet-9000'" in str(info.value)
+        assert "mobilenetv2-small" in str(info.value) and ".onnx" in str(info.value)
+
+
+def test_sample_shape_is_fixed() -> None:
+    check_model("mlp-small", (4, 32))
+    with pytest.raises(SpecError) as info:
+        load_model("mlp-small", (8, 32))
+    assert info.value.field == "input_shape"
+    with pytest.raises(SpecError, match="positive integers"):
+        check_model("mlp", (0, 768))
+
+
+# ---------------------------------------------------------------------------------------------
+# sample models
+
+
+@pytest.mark.parametrize("name", SMALL)
+def test_small_variant_compiles_and_runs(name: str) -> None:
+    model = load_model(name)
+    assert model.name == name and model.input_name == "x" and model.dtype == "float32"
+    assert [gv.name_hint for gv in model.mod.get_global_vars()] == ["main"]
+    assert len(model.mod["main"].params) == 1
+    out = run(model.mod, random_input(model))
+    assert out.shape == output_shape(model.mod)
+    assert np.isfinite(out).all()
+
+
+@pytest.mark.parametrize("name", SMALL)
+def test_small_variant_has_tasks(name: str, target: tvm.target.Target) -> None:
+    tasks = extract(load_model(name), target)
+    assert 0 < len(tasks) <= 12, [t.task_name for t in tasks]
+
+
+@pytest.mark.parametrize("name, min_tasks", [("mlp", 2), ("bert-layer", 8)])
+def test_full_variant_extracts_tasks(name: str, min_tasks: int, target: tvm.target.Target) -> None:
+    tasks = extract(load_model(name), target)
+    assert len(tasks) >= min_tasks
+    assert any("matmul" in t.task_name for t in tasks)
+
+
+@pytest.mark.parametrize("name", ["resnet18", "mobilenetv2"])
+def test_full_cnn_builds_quickly(name: str) -> None:
+    start = time.perf_counter()
+    model = load_model(name)
+    assert time.perf_counter() - start < 20
+    assert model.input_shape == (1, 3, 224, 224)
+    assert output_shape(model.mod) == (1, 1000)
+    assert "batch_norm" not in model.mod.script(), "batch norm must be decomposed for inference"
+
+
+# ---------------------------------------------------------------------------------------------
+# ONNX
+
+
+def tiny_onnx(batch: int | str = 1, extra_nodes: tuple = (), output: str = "y", inputs: int = 1):
+    """Conv -> Relu -> GlobalAveragePool -> Flatten -> Gemm (+ extra nodes): (model, weights)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    w = (rng.standard_normal((4, 3, 3, 3)) * 0.1).astype("float32")
+    g = (rng.standard_normal((4, 5)) * 0.1).astype("float32")
+    b = (rng.standard_normal(5) * 0.1).astype("float32")
+    nodes = [
+        helper.make_node("Conv", ["input.1", "w"], ["c"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c"], ["r"]),
+        helper.make_node("GlobalAveragePool", ["r"], ["p"]),
+        helper.make_node("Flatten", ["p"], ["f"]),
+        helper.make_node("Gemm", ["f", "g", "b"], ["y"]),
+        *extra_nodes,
+    ]
+    graph_inputs = [helper.make_tensor_value_info("input.1", TensorProto.FLOAT, [batch, 3, 8, 8])]
+    extra = range(inputs - 1)
+    graph_inputs += [helper.make_tensor_value_info(f"extra{i}", TensorProto.FLOAT, [1]) for i in extra]
+    outputs = [helper.make_tensor_value_info(output, TensorProto.FLOAT, None)]
+    weights = [numpy_helper.from_array(a, n) for a, n in ((w, "w"), (g, "g"), (b, "b"))]
+    graph = helper.make_graph(nodes, "tiny", graph_inputs, outputs, weights)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model, (w, g, b)
+
+
+def reference(x: np.ndarray, w: np.ndarray, g: np.ndarray, b: np.ndarray) -> np.ndarray:
+    padded = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    windows = np.lib.stride_tricks.sliding_window_view(padded, (3, 3), axis=(2, 3))
+    conv = np.einsum("nchwij,ocij->nohw", windows, w)
+    return np.maximum(conv, 0).mean(axis=(2, 3)) @ g + b
+
+
+def save(model, path: Path) -> str:
+    path.write_bytes(model.SerializeToString())
+    return str(path)
+
+
+@pytest.fixture()
+def onnx_file(tmp_path: Path):
+    pytest.importorskip("onnx")
+    model, weights = tiny_onnx()
+    return save(model, tmp_path / "tiny.onnx"), weights
+
+
+def test_onnx_static_matches_numpy(onnx_file) -> None:
+    path, weights = onnx_file
+    check_model(path)
+    model = load_model(path)
+    assert (model.name, model.input_shape, model.dtype) == ("tiny", (1, 3, 8, 8), "float32")
+    assert model.input_name == model.mod["main"].params[0].name
+    x = random_input(model)
+    np.testing.assert_allclose(run(model.mod, x), reference(x, *weights), atol=1e-4)
+
+
+def test_onnx_dynamic_batch_needs_input_shape(tmp_path: Path) -> None:
+    pytest.importorskip("onnx")
+    model, weights = tiny_onnx(batch="N")
+    path = save(model, tmp_path / "dyn.onnx")
+    for call in (check_model, load_model):
+        with pytest.raises(SpecError) as info:
+            call(path)
+        assert info.value.field == "input_shape"
+        assert "input_shape" in str(info.value) and "[N,3,8,8]" in str(info.value)
+        assert "--input-shape 1,3,8,8" in str(info.value)
+    loaded = load_model(path, input_shape=(2, 3, 8, 8))
+    assert loaded.input_shape == (2, 3, 8, 8)
+    x = random_input(loaded)
+    np.testing.assert_allclose(run(loaded.mod, x), reference(x, *weights), atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    "shape, needle", [((2, 3, 8), "rank 4"), ((1, 4, 8, 8), "dimension 1 is fixed at 3")]
+)
+def test_onnx_bad_input_shape(tmp_path: Path, shape: tuple, needle: str) -> None:
+    pytest.importorskip("onnx")
+    path = save(tiny_onnx(batch="N")[0], tmp_path / "dyn.onnx")
+    with pytest.raises(SpecError) as info:
+        load_model(path, input_shape=shape)
+    assert info.value.field == "input_shape" and needle in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "content, needle",
+    [
+        (b"", "the file is empty"),
+        ("truncated", "cannot read ONNX file"),
+        (b"this is a text file, not a model\n", "cannot read ONNX file"),
+    ],
+)
+def test_onnx_unreadable_files(tmp_path: Path, content, needle: str) -> None:
+    pytest.importorskip("onnx")
+    if content == "truncated":
+        data = tiny_onnx()[0].SerializeToString()
+        content = data[: len(data) // 2]
+    path = tmp_path / "bad.onnx"
+    path.write_bytes(content)
+    for call in (check_model, load_model):
+        with pytest.raises(SpecError) as info:
+            call(str(path))
+        assert info.value.field == "model"
+        assert needle in str(info.value) and "bad.onnx" in str(info.value)
+
+
+def test_onnx_missing_path(tmp_path: Path) -> None:
+    for call in (check_model, load_model):
+        with pytest.raises(SpecError, match="does not exist") as info:
+            call(str(tmp_path / "nope.onnx"))
+        assert info.value.field == "model"
+
+
+def test_onnx_unsupported_operator(tmp_path: Path) -> None:
+    pytest.importorskip("onnx")
+    from onnx import helper
+
+    custom = helper.make_node("FancyActivation", ["y"], ["z"], domain="com.example")
+    model, _ = tiny_onnx(extra_nodes=(custom,), output="z")
+    model.opset_import.append(helper.make_opsetid("com.example", 1))
+    with pytest.raises(SpecError) as info:
+        load_model(save(model, tmp_path / "custom.onnx"))
+    assert info.value.field == "model"
+    assert "ONNX operator 'FancyActivation'" in str(info.value)
+    assert "not supported by TVM's ONNX frontend" in str(info.value)
+
+
+def test_onnx_data_dependent_shape(tmp_path: Path) -> None:
+    pytest.importorskip("onnx")
+    from onnx import helper
+
+    model, _ = tiny_onnx(extra_nodes=(helper.make_node("NonZero", ["y"], ["z"]),), output="z")
+    with pytest.raises(SpecError) as info:
+        load_model(save(model, tmp_path / "nonzero.onnx"))
+    assert info.value.field == "model"
+    assert "'nonzero'" in str(info.value) and "static shapes" in str(info.value)
+
+
+def test_onnx_without_the_onnx_package(onnx_file, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "onnx", None)  # makes `import onnx` raise ImportError
+    with pytest.raises(SpecError, match=r"pip install 'tuning-workbench\[onnx\]'") as info:
+        check_model(onnx_file[0])
+    assert info.value.field == "model"
+
+
+def test_onnx_needs_exactly_one_input(tmp_path: Path) -> None:
+    pytest.importorskip("onnx")
+    path = save(tiny_onnx(inputs=2)[0], tmp_path / "two.onnx")
+    with pytest.raises(SpecError, match="has 2 inputs") as info:
+        check_model(path)
+    assert info.value.field == "model"

@@ -1,0 +1,226 @@
+"""`workbench` / `python -m workbench`: the same engine as the notebook, with progress lines and tables."""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Any
+
+from .procs import ProcessError
+from .spec import SpecError, TuneSpec
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, status 2, no usage dump
+        self.exit(2, f"workbench: error: {message}\n")
+
+
+def _add_tune_args(p: argparse.ArgumentParser) -> None:
+    d = TuneSpec()
+    p.add_argument("--model", default=d.model, help="sample model name (see `workbench models`) or an .onnx path")
+    p.add_argument("--input-shape", help="input shape for ONNX models with dynamic dimensions, e.g. 1,3,224,224")
+    p.add_argument("--target", default=d.target, help="auto (GPU if present, else CPU), cpu or cuda")
+    p.add_argument("--slices", default="100", help="percentages to tune at, e.g. 25,50,100 (one tune per slice)")
+    p.add_argument("--servers", type=_int("servers"), default=d.servers, help="RPC servers per slice")
+    p.add_argument("--shards", type=_int("shards"), default=d.shards, help="tuning client processes")
+    p.add_argument("--trials", type=_int("trials"), default=d.trials, help="total trial budget per slice")
+    p.add_argument("--trials-per-batch", type=_int("trials-per-batch"), default=d.trials_per_batch)
+    p.add_argument("--cost-model", default=d.cost_model, help="xgb or random")
+    p.add_argument("--strategy", default=d.strategy, help="evolutionary or replay-trace")
+    p.add_argument("--seed", type=_int("seed"), default=d.seed)
+    p.add_argument("--tracker", help="use an existing RPC tracker HOST:PORT:KEY instead of local servers")
+    p.add_argument("--host", default=d.host, help="address servers bind to (default 127.0.0.1)")
+    p.add_argument("--sweep", default="", help="after tuning, time the model at these slices, e.g. 10,30,50,100")
+    p.add_argument("--builder-workers", type=_int("builder-workers"), default=None)
+    p.add_argument("--measure-timeout", type=_int("measure-timeout"), default=d.measure_timeout_s)
+    p.add_argument("--runner", default="rpc", help=argparse.SUPPRESS)
+    p.add_argument("--builder", default="persistent", help=argparse.SUPPRESS)
+    p.add_argument("--sessions", default="persistent", help=argparse.SUPPRESS)
+    p.add_argument("--detach", action="store_true", help="start the run and return at once")
+
+
+def _int(name: str):
+    def parse(text: str) -> int:
+        try:
+            return int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"--{name} must be a whole number, got {text!r}") from None
+    return parse
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="workbench", description="Sliced, sharded TVM MetaSchedule tuning.")
+    parser.add_argument("--home", help="workbench home (default $WORKBENCH_HOME or ~/.workbench)")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    sub.add_parser("models", help="list the sample models")
+    _add_tune_args(sub.add_parser("tune", help="tune a model"))
+    p = sub.add_parser("sweep", help="time a run's tuned models at several slices")
+    p.add_argument("run")
+    p.add_argument("--slices", default="10,20,30,50,70,100")
+    sub.add_parser("runs", help="list runs")
+    p = sub.add_parser("show", help="show a run")
+    p.add_argument("run")
+    p = sub.add_parser("resume", help="continue a stopped or partial run")
+    p.add_argument("run")
+    p = sub.add_parser("stop", help="stop a running run")
+    p.add_argument("run")
+    sub.add_parser("hardware", help="what this host offers")
+    return parser
+
+
+def _fmt_us(us: float | None) -> str:
+    if us is None:
+        return "-"
+    return f"{us / 1000:.3f} ms" if us >= 1000 else f"{us:.1f} us"
+
+
+def format_event(e: dict[str, Any]) -> str | None:
+    k = e["kind"]
+    at = f"[{e['tuned_at']}%] " if e.get("tuned_at") is not None else ""
+    if k == "run_started":
+        return f"run {e['run_id']} started (target {e['target']['kind']})"
+    if k == "hardware":
+        return f"hardware: {e['device']}"
+    if k == "mps":
+        return "MPS daemon started" if e["started"] else f"MPS unavailable: {e['reason']}"
+    if k == "phase":
+        return f"{at}phase: {e['phase']}"
+    if k == "server_ready":
+        got = f"{e['sm_count']} SMs" if e.get("sm_count") else f"cores {e.get('affinity')}" if e.get("affinity") else ""
+        applied = "" if e.get("slice_applied") else f" NOT SLICED ({e.get('reason')})"
+        return f"{at}server {e['server']} ready on {e.get('host', '')}:{e.get('port', '')} {got}{applied}"
+    if k == "shard_started":
+        return f"{at}shard {e['shard']}: {len(e['tasks'])} tasks, {e['trials_budget']} trials"
+    if k == "task_skipped":
+        return f"{at}shard {e['shard']}: task {e['task']} skipped: {e['reason']}"
+    if k == "batch":
+        return (f"{at}shard {e['shard']} {e['shard_trials_done']:>4}/{e['trials_budget']} {e['task']}: best "
+                f"{_fmt_us(e['best_us'])}, shard estimate {_fmt_us(e['est_shard_us'])}"
+                + (f", {e['build_errors']}+{e['run_errors']} errors" if e["build_errors"] or e["run_errors"] else ""))
+    if k == "shard_finished":
+        return f"{at}shard {e['shard']} finished: {e['trials_done']} trials"
+    if k == "shard_failed":
+        last = (e.get("log_tail") or "").strip().splitlines()[-1:] or [""]
+        return f"{at}shard {e['shard']} FAILED (exit {e['exit_code']}): {last[0]}"
+    if k == "merged":
+        return f"{at}merged {e['records']} records of {e['workloads']} workloads"
+    if k == "compiled":
+        return f"{at}compiled: {e['tasks_tuned']}/{e['tasks_total']} tasks tuned"
+    if k == "verified":
+        return f"{at}outputs match untuned build: {e['match']} (max abs err {e['max_abs_err']:.2e})"
+    if k == "timed":
+        return f"{at}latency {e['tuned_ms']:.3f} ms tuned vs {e['untuned_ms']:.3f} ms untuned ({e['speedup']:.2f}x)"
+    if k == "sweep_point":
+        return f"sweep: tuned at {e['tuned_at']}%, inferred at {e['inferred_at']}%: {e['latency_ms_median']:.3f} ms"
+    if k == "error":
+        return f"ERROR in {e['where']}: {e['message']}"
+    if k == "run_finished":
+        return f"run finished: {e['status']}" + (f" ({e['message']})" if e.get("message") else "")
+    return None
+
+
+def _follow(run) -> int:
+    try:
+        for event in run.follow():
+            line = format_event(event)
+            if line:
+                print(line, flush=True)
+    except KeyboardInterrupt:
+        print("stopping ...", flush=True)
+        run.stop()
+        print(f"run {run.id}: {run.status}")
+        return 130
+    _print_results(run)
+    return 0 if run.status in ("done", "partial") else 1
+
+
+def _print_results(run) -> None:
+    import pandas as pd
+
+    with pd.option_context("display.width", 160, "display.max_columns", 20):
+        res = run.results
+        if len(res):
+            cols = [c for c in ("tuned_at", "model", "target", "tuned_ms", "untuned_ms", "speedup", "match",
+                                "records", "tasks_tuned", "tasks_total") if c in res]
+            print("\nresults:\n" + res[cols].to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+        sweep = run.slice_matrix()
+        if len(sweep):
+            print("\nlatency (ms), tuned at (rows) x inferred at (columns):\n" + sweep.to_string(float_format=lambda v: f"{v:.4g}"))
+    print(f"\nrun {run.id}: {run.status} - folder {run.dir}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    try:
+        code = dispatch(args)
+    except SpecError as err:
+        print(f"workbench: error: {err}", file=sys.stderr)
+        code = 2
+    except ProcessError as err:
+        print(f"workbench: failed: {err}", file=sys.stderr)
+        code = 1
+    sys.exit(code)
+
+
+def dispatch(args: argparse.Namespace) -> int:
+    import workbench as wb
+
+    home = args.home
+    if args.command == "models":
+        for m in wb.list_models():
+            print(f"{m.name:<20} {'x'.join(map(str, m.input_shape)):<14} {m.description}")
+        return 0
+    if args.command == "hardware":
+        hw = wb.detect_hardware()
+        print(hw.describe(hw.default_target))
+        return 0
+    if args.command == "runs":
+        df = wb.list_runs(home)
+        print(df.to_string(index=False) if len(df) else "no runs yet")
+        return 0
+    if args.command == "tune":
+        spec = TuneSpec(model=args.model, input_shape=args.input_shape, target=args.target, slices=args.slices,
+                        servers=args.servers, shards=args.shards, trials=args.trials,
+                        trials_per_batch=args.trials_per_batch, cost_model=args.cost_model, strategy=args.strategy,
+                        seed=args.seed, tracker=args.tracker, host=args.host,
+                        sweep_slices=args.sweep or (), builder_workers=args.builder_workers,
+                        measure_timeout_s=args.measure_timeout)
+        if spec.exposed:
+            print(f"WARNING: servers will listen on {spec.host}: anyone who can reach that address can run code "
+                  "on them", file=sys.stderr)
+        t0 = time.time()
+        run = wb.tune(spec, home=home, runner=args.runner, builder=args.builder, sessions=args.sessions)
+        print(f"planned in {time.time() - t0:.1f} s; run {run.id} in {run.dir}", flush=True)
+        return 0 if args.detach else _follow(run)
+    run = wb.open_run(args.run, home)
+    if args.command == "show":
+        import pandas as pd
+
+        with pd.option_context("display.width", 160, "display.max_columns", 20):
+            for k, v in run.summary().items():
+                print(f"{k:>8}: {v}")
+            prog = run.progress()
+            if len(prog):
+                print("\nshards:\n" + prog[["tuned_at", "shard", "state", "tasks", "trials_done", "trials_budget",
+                                            "elapsed_s", "build_errors", "run_errors"]].to_string(index=False))
+            errs = run.errors()
+            if len(errs):
+                print(f"\n{len(errs)} errors/skips; first: {format_event(errs.iloc[0].to_dict())}")
+        _print_results(run)
+        return 0
+    if args.command == "stop":
+        print(f"run {run.id}: {run.stop()}")
+        return 0
+    if args.command == "resume":
+        return _follow(wb.resume(run, home))
+    if args.command == "sweep":
+        from .spec import parse_slices
+
+        slices = parse_slices(args.slices, "slices")
+        if run.status == "running":
+            raise SpecError("run", f"run {run.id} is still running; sweep it when it has finished")
+        df = wb.sweep(run.dir, list(slices))
+        print(df.to_string(index=False))
+        _print_results(run)
+        return 0
+    return 2

@@ -1,0 +1,166 @@
+"""`python -m workbench.client SHARD_JSON`: tune one shard of a model and append its events.
+
+The shard file (written by the supervisor) holds the spec, the target, the task names, the trial
+budget, the tracker and the work folder. Tasks whose design space cannot be generated are skipped
+and reported (one bad task must never kill a run); the others are tuned.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from dataclasses import dataclass
+
+from .events import EventWriter
+from .hardware import TargetSpec
+from .spec import TuneSpec
+
+
+@dataclass(frozen=True)
+class ShardJob:
+    run_dir: str
+    work_dir: str
+    events_path: str
+    shard: int
+    tuned_at: int
+    tasks: tuple[str, ...]
+    trials: int
+    spec: TuneSpec
+    target: TargetSpec
+    tracker: tuple[str, int, str]
+    runner_workers: int
+    builder_workers: int
+    num_threads: int
+    runner: str = "rpc"  # rpc | local (stock measurement in-process)
+    builder: str = "persistent"  # persistent | local (stock LocalBuilder)
+
+    def to_json(self) -> str:
+        d = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        d["spec"] = json.loads(self.spec.to_json())
+        d["target"] = self.target.to_dict()
+        d["tasks"] = list(self.tasks)
+        d["tracker"] = list(self.tracker)
+        return json.dumps(d, indent=1)
+
+    @classmethod
+    def from_json(cls, text: str) -> "ShardJob":
+        d = json.loads(text)
+        d["spec"] = TuneSpec.from_dict(d["spec"])
+        d["target"] = TargetSpec.from_dict(d["target"])
+        d["tasks"] = tuple(d["tasks"])
+        d["tracker"] = (d["tracker"][0], int(d["tracker"][1]), d["tracker"][2])
+        return cls(**d)
+
+
+def evaluator_config(target_kind: str):
+    from tvm.s_tir import meta_schedule as ms
+
+    if target_kind == "cuda":
+        return ms.runner.EvaluatorConfig(number=3, repeat=1, min_repeat_ms=20, enable_cpu_cache_flush=False)
+    return ms.runner.EvaluatorConfig(number=3, repeat=1, min_repeat_ms=10, enable_cpu_cache_flush=False)
+
+
+def make_runner(job: ShardJob):
+    from tvm.s_tir import meta_schedule as ms
+
+    if job.runner == "local":
+        return ms.runner.LocalRunner(timeout_sec=job.spec.measure_timeout_s,
+                                     evaluator_config=evaluator_config(job.target.kind))
+    host, port, key = job.tracker
+    config = ms.runner.RPCConfig(tracker_host=host, tracker_port=port, tracker_key=key,
+                                 session_timeout_sec=job.spec.measure_timeout_s)
+    return ms.runner.RPCRunner(rpc_config=config, evaluator_config=evaluator_config(job.target.kind),
+                               max_workers=job.runner_workers)
+
+
+def previous_progress(database, contexts) -> tuple[dict[str, int], dict[str, float]]:
+    """Trials already in the shard database and the best latency per task (for resume)."""
+    trials, best = {}, {}
+    for ctx in contexts:
+        if not database.has_workload(ctx.mod):
+            continue
+        wkl = database.commit_workload(ctx.mod)
+        records = database.get_top_k(wkl, 100000)
+        trials[ctx.task_name] = len(records)
+        costs = [sum(float(s) for s in r.run_secs) / len(r.run_secs) for r in records if r.run_secs]
+        if costs:
+            best[ctx.task_name] = min(costs)
+    return trials, best
+
+
+def run(job: ShardJob) -> int:
+    logging.getLogger("tvm.s_tir.meta_schedule").setLevel(logging.WARNING)
+    from tvm.s_tir import meta_schedule as ms
+
+    from .models import load_model
+    from .shards import extract_tasks
+    from .tvm_plugins import ProgressCallback, make_builder
+
+    events = EventWriter(job.events_path, f"shard-{job.shard}@{job.tuned_at}")
+    os.makedirs(job.work_dir, exist_ok=True)
+    target = job.target.build()
+    model = load_model(job.spec.model, job.spec.input_shape)
+    by_name = {t.task_name: t for t in extract_tasks(model.mod, target)}
+    missing = [n for n in job.tasks if n not in by_name]
+    if missing:
+        events.emit("error", where=f"shard {job.shard}", message=f"tasks not found in the model: {missing}")
+        return 3
+    mine = [by_name[n] for n in job.tasks]
+    contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
+        mine, work_dir=job.work_dir, space="post-order-apply", strategy=job.spec.strategy,
+        num_threads=job.num_threads, seed=job.spec.seed)
+    good_ctx, good_w = [], []
+    for ctx, w in zip(contexts, weights):
+        try:
+            ctx.generate_design_space()
+        except Exception as err:  # noqa: BLE001 - e.g. ScheduleError in a schedule rule
+            events.emit("task_skipped", shard=job.shard, tuned_at=job.tuned_at, task=ctx.task_name,
+                        reason=str(err).strip().splitlines()[-1][:300] if str(err).strip() else type(err).__name__)
+            continue
+        good_ctx.append(ctx)
+        good_w.append(w)
+    if not good_ctx:
+        events.emit("shard_finished", shard=job.shard, tuned_at=job.tuned_at, trials_done=0, exit_code=0,
+                    note="no tunable task in this shard")
+        return 0
+    database = ms.database.JSONDatabase(work_dir=job.work_dir)
+    done, best = previous_progress(database, good_ctx)
+    remaining = max(0, job.trials - sum(done.values()))
+    progress = ProgressCallback(events.emit, job.shard, job.tuned_at, job.trials, done, best)
+    progress.weights.update({c.task_name: float(w) for c, w in zip(good_ctx, good_w)})
+    events.emit("shard_started", shard=job.shard, tuned_at=job.tuned_at, pid=os.getpid(),
+                tasks=[c.task_name for c in good_ctx], trials_budget=job.trials, trials_resumed=sum(done.values()))
+    if remaining == 0:
+        events.emit("shard_finished", shard=job.shard, tuned_at=job.tuned_at, trials_done=sum(done.values()),
+                    exit_code=0, note="budget already spent (resumed)")
+        return 0
+    builder = make_builder(job.builder, job.builder_workers, timeout_sec=max(30, job.spec.measure_timeout_s))
+    callbacks = list(ms.measure_callback.MeasureCallback.create("default")) + [progress]
+    cost_model = ms.cost_model.CostModel.create(job.spec.cost_model, num_tuning_cores=job.num_threads) \
+        if job.spec.cost_model == "xgb" else job.spec.cost_model
+    seed = -1 if job.spec.seed is None else job.spec.seed
+    with ms.Profiler() as profiler:
+        ms.tune_tasks(tasks=good_ctx, task_weights=good_w, work_dir=job.work_dir, max_trials_global=remaining,
+                      num_trials_per_iter=job.spec.trials_per_batch, builder=builder, runner=make_runner(job),
+                      database=database, cost_model=cost_model, measure_callbacks=callbacks,
+                      task_scheduler=ms.task_scheduler.GradientBased(seed=seed))
+    if hasattr(builder, "shutdown"):
+        builder.shutdown()
+    phases = {k: round(float(v), 3) for k, v in profiler.get().items()}
+    events.emit("shard_finished", shard=job.shard, tuned_at=job.tuned_at,
+                trials_done=sum(progress.trials.values()), exit_code=0, profile_s=phases)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        sys.exit("usage: python -m workbench.client SHARD_JSON")
+    with open(argv[0]) as f:
+        job = ShardJob.from_json(f.read())
+    sys.exit(run(job))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,113 @@
+"""The event log: one JSON object per line in runs/<id>/events.jsonl.
+
+Written by the supervisor, the tuning clients and the telemetry sampler (each line is one
+O_APPEND write, so writers in several processes do not interleave); read by `Run`.
+
+Every event has `t` (unix seconds), `kind` and `source`. Kinds and their extra fields:
+
+- run_started: spec, run_id, target, pid
+- phase: phase (planning|servers|tuning|merging|compiling|verifying|timing|sweeping|done), tuned_at
+- hardware: target, device, slicing (mps|cores|none), slice_applied, reason
+- server_ready: server, tuned_at, slice_percent, slice_applied, reason, sm_count, cores, port
+- shard_planned: shard, tuned_at, tasks, trials_budget, cost
+- shard_started / shard_finished: shard, tuned_at, pid | exit_code, trials_done
+- shard_failed: shard, tuned_at, exit_code, log_tail
+- task_skipped: shard, task, reason (a task whose design space cannot be generated)
+- batch: shard, tuned_at, task, task_id, weight, flop, batch_size, trials_done (task),
+  trials_budget (shard), shard_trials_done, latest_us (list), best_us, best_gflops,
+  build_errors, run_errors, est_shard_us, shard_tasks_measured, shard_tasks
+- merged: tuned_at, records, workloads, path
+- compiled / verified / timed: tuned_at, ... (see results.py)
+- sweep_point: tuned_at, inferred_at, latency_ms_median, latency_ms_iqr, sm_count, slice_applied
+- telemetry: cpu_percent, mem_percent, gpus (list of {index, sm_util, mem_used_mb, ...}), gpu_note
+- error: message, where
+- run_finished: status (done|partial|failed|stopped), message
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator
+from typing import Any
+
+EVENTS_FILE = "events.jsonl"
+TERMINAL = ("done", "partial", "failed", "stopped")
+
+
+class EventWriter:
+    """Appends events to a run's log; safe to use from several processes at once."""
+
+    def __init__(self, path: str, source: str) -> None:
+        self.path = path
+        self.source = source
+
+    def emit(self, kind: str, **fields: Any) -> dict[str, Any]:
+        event = {"t": round(time.time(), 3), "kind": kind, "source": self.source, **fields}
+        line = (json.dumps(event, default=_json_default, separators=(",", ":")) + "\n").encode()
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            os.write(fd, line)
+        finally:
+            os.close(fd)
+        return event
+
+
+def _json_default(value: Any) -> Any:
+    if hasattr(value, "item"):  # numpy scalars
+        return value.item()
+    if isinstance(value, (set, tuple)):
+        return list(value)
+    return str(value)
+
+
+class EventReader:
+    """Reads new complete lines from an event log, remembering its offset."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.offset = 0
+        self._partial = b""
+
+    def read_new(self) -> list[dict[str, Any]]:
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.offset)
+                data = f.read()
+        except FileNotFoundError:
+            return []
+        self.offset += len(data)
+        data = self._partial + data
+        lines = data.split(b"\n")
+        self._partial = lines.pop()  # an incomplete last line waits for the next read
+        events = []
+        for line in lines:
+            if line.strip():
+                try:
+                    events.append(json.loads(line))
+                except json.JSONDecodeError:
+                    continue  # a torn line from a writer killed mid-write
+        return events
+
+
+def read_all(path: str) -> list[dict[str, Any]]:
+    return EventReader(path).read_new()
+
+
+def follow(path: str, poll: float = 0.25, timeout: float | None = None,
+           stop_when: Any = None) -> Iterator[dict[str, Any]]:
+    """Yield events as they are appended until a run_finished event (or `timeout` seconds)."""
+    reader = EventReader(path)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        for event in reader.read_new():
+            yield event
+            if event["kind"] == "run_finished":
+                return
+        if stop_when is not None and stop_when():
+            for event in reader.read_new():
+                yield event
+            return
+        if deadline is not None and time.monotonic() > deadline:
+            return
+        time.sleep(poll)

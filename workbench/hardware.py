@@ -1,0 +1,128 @@
+"""What this host has: CPU cores, NVIDIA GPUs (via NVML), and the TVM target for each choice.
+
+NVML failures are data, not exceptions: `Hardware.gpu_note` says why there is no GPU view.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass, field
+from typing import Any
+
+from .spec import SpecError
+
+
+@dataclass(frozen=True)
+class GpuInfo:
+    index: int
+    name: str
+    uuid: str
+    sm_major: int
+    sm_minor: int
+    memory_mb: int
+
+
+@dataclass(frozen=True)
+class Hardware:
+    ncores: int
+    gpus: tuple[GpuInfo, ...] = ()
+    gpu_note: str = ""
+    mps_binary: str | None = None
+
+    @property
+    def default_target(self) -> str:
+        return "cuda" if self.gpus else "cpu"
+
+    def describe(self, target: str) -> str:
+        if target == "cuda" and self.gpus:
+            g = self.gpus[0]
+            return f"{g.name} (sm_{g.sm_major}{g.sm_minor}, {g.memory_mb} MiB) x{len(self.gpus)}"
+        return f"CPU, {self.ncores} cores" + (f" (no GPU: {self.gpu_note})" if self.gpu_note else "")
+
+
+def usable_cores() -> list[int]:
+    return sorted(os.sched_getaffinity(0))
+
+
+def detect() -> Hardware:
+    """Cores from the affinity mask; GPUs from NVML (nvidia-ml-py), with the reason when absent."""
+    ncores = len(usable_cores())
+    mps = shutil.which("nvidia-cuda-mps-control")
+    try:
+        import pynvml
+    except ImportError:
+        return Hardware(ncores, (), "nvidia-ml-py (pynvml) is not installed", mps)
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError as err:
+        return Hardware(ncores, (), f"NVML unavailable ({err}): no NVIDIA driver on this host", mps)
+    try:
+        gpus = []
+        for i in range(pynvml.nvmlDeviceGetCount()):
+            h = pynvml.nvmlDeviceGetHandleByIndex(i)
+            major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(h)
+            name = pynvml.nvmlDeviceGetName(h)
+            uuid = pynvml.nvmlDeviceGetUUID(h)
+            mem = pynvml.nvmlDeviceGetMemoryInfo(h).total // 2**20
+            gpus.append(GpuInfo(i, _text(name), _text(uuid), int(major), int(minor), int(mem)))
+    finally:
+        pynvml.nvmlShutdown()
+    return Hardware(ncores, tuple(gpus), "" if gpus else "NVML found no GPU", mps)
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def resolve_target(requested: str, hw: Hardware) -> str:
+    """'auto' -> 'cuda' when a GPU is present, else 'cpu'; 'cuda' without a GPU is an error."""
+    if requested == "auto":
+        return hw.default_target
+    if requested == "cuda" and not hw.gpus:
+        raise SpecError("target", f"cuda was asked for but this host has no usable GPU ({hw.gpu_note}); "
+                                  "use --target cpu, or point --tracker at GPU servers elsewhere")
+    return requested
+
+
+@dataclass(frozen=True)
+class TargetSpec:
+    """A JSON-friendly description of a TVM target; `build()` makes the Target in any process."""
+
+    kind: str  # cpu | cuda
+    arch: str = ""
+    num_cores: int = 1
+    extra: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "arch": self.arch, "num_cores": self.num_cores}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "TargetSpec":
+        return cls(data["kind"], data.get("arch", ""), int(data.get("num_cores", 1)))
+
+    def build(self):
+        import tvm
+
+        if self.kind == "cpu":
+            return tvm.target.Target({"kind": "llvm", "num-cores": self.num_cores})
+        if self.arch in ("sm_90", "sm_90a"):
+            # No H200 tag exists; the H100 tag has the same SM (notes: tvm-0.27.md section 7).
+            return tvm.target.Target("nvidia/nvidia-h100", host={"kind": "llvm"})
+        return tvm.target.Target({"kind": "cuda", "arch": self.arch or "sm_80", "max_threads_per_block": 1024,
+                                  "max_shared_memory_per_block": 49152, "thread_warp_size": 32},
+                                 host={"kind": "llvm"})
+
+    @property
+    def device_type(self) -> str:
+        return "cuda" if self.kind == "cuda" else "cpu"
+
+
+def target_spec(target: str, hw: Hardware, num_cores: int | None = None, arch: str | None = None) -> TargetSpec:
+    if target == "cuda":
+        if arch is None:
+            if not hw.gpus:
+                raise SpecError("target", "cuda needs a local GPU to read its architecture")
+            g = hw.gpus[0]
+            arch = f"sm_{g.sm_major}{g.sm_minor}"
+        return TargetSpec("cuda", arch, num_cores or hw.ncores)
+    return TargetSpec("cpu", "", num_cores or hw.ncores)

@@ -1,0 +1,94 @@
+"""`python -m workbench.infer JOB_JSON`: time compiled models inside this process's slice.
+
+Started by the supervisor under a slice (MPS variables or a core set). For each library it loads
+the model, feeds the same seeded random input, optionally compares outputs with a reference
+library, and times end-to-end inference. Prints one JSON object per library on stdout.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import numpy as np
+
+
+def _device(kind: str):
+    import tvm
+
+    return tvm.cuda(0) if kind == "cuda" else tvm.cpu(0)
+
+
+def load_vm(path: str, dev):
+    import tvm
+    from tvm import relax
+
+    return relax.VirtualMachine(tvm.runtime.load_module(path), dev)
+
+
+def random_input(shape, dtype: str, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal(shape).astype(dtype)
+
+
+def _numpy(out) -> np.ndarray:
+    while isinstance(out, (list, tuple)) or (hasattr(out, "__len__") and not hasattr(out, "numpy")):
+        out = out[0]
+    return out.numpy()
+
+
+def time_vm(vm, dev, x, repeat: int, min_repeat_ms: int) -> list[float]:
+    """Per-repeat mean latency in ms."""
+    evaluator = vm.time_evaluator("main", dev, number=1, repeat=repeat, min_repeat_ms=min_repeat_ms)
+    return [float(r) * 1e3 for r in evaluator(x).results]
+
+
+def run(job: dict) -> list[dict]:
+    import tvm
+
+    dev = _device(job["device"])
+    info = {"pid": os.getpid(), "slice_percent": job.get("slice_percent"),
+            "mps_percentage": os.environ.get("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"),
+            "cores": len(os.sched_getaffinity(0))}
+    if job["device"] == "cuda":
+        info["sm_count"] = int(dev.multi_processor_count)
+    x_np = random_input(tuple(job["input_shape"]), job["dtype"], job.get("seed", 0))
+    x = tvm.runtime.tensor(x_np, dev)
+    ref_out = None
+    if job.get("reference"):
+        ref_out = _numpy(load_vm(job["reference"], dev)["main"](x))
+    out = []
+    for name, path in job["libs"].items():
+        vm = load_vm(path, dev)
+        result = {"name": name, **info}
+        y = _numpy(vm["main"](x))
+        result["finite"] = bool(np.isfinite(y).all())
+        if ref_out is not None:
+            err = float(np.max(np.abs(y - ref_out)))
+            scale = float(np.max(np.abs(ref_out))) or 1.0
+            result["max_abs_err"] = err
+            result["rel_err"] = err / scale
+            result["match"] = bool(np.allclose(y, ref_out, rtol=job.get("rtol", 1e-3), atol=job.get("atol", 1e-3) * scale))
+        ms_list = time_vm(vm, dev, x, job.get("repeat", 15), job.get("min_repeat_ms", 50))
+        q1, med, q3 = np.percentile(ms_list, [25, 50, 75])
+        result.update(latency_ms_median=float(med), latency_ms_iqr=float(q3 - q1), latency_ms=ms_list)
+        out.append(result)
+        print(json.dumps(result), flush=True)
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        sys.exit("usage: python -m workbench.infer JOB_JSON")
+    with open(argv[0]) as f:
+        job = json.load(f)
+    results = run(job)
+    if job.get("out"):
+        tmp = job["out"] + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(results, f)
+        os.replace(tmp, job["out"])
+
+
+if __name__ == "__main__":
+    main()

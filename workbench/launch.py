@@ -1,0 +1,90 @@
+"""The friendly front: check a spec, plan its shards, start a detached supervisor, return a Run.
+
+Everything that can be wrong with the input is found here, before any process starts.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+import sys
+
+from . import store
+from .hardware import Hardware, detect, resolve_target, target_spec
+from .models import check_model, load_model
+from .run import Run
+from .shards import extract_tasks, plan_shards, task_info
+from .spec import SpecError, TuneSpec
+
+RUNNERS = ("rpc", "local")
+BUILDERS = ("persistent", "local")
+SESSIONS = ("persistent", "spawn")
+
+
+def plan_run(spec: TuneSpec, hw: Hardware | None = None, runner: str = "rpc", builder: str = "persistent",
+             sessions: str = "persistent") -> dict:
+    """Resolve the target, extract the model's tasks and split them into shards (raises SpecError)."""
+    if runner not in RUNNERS:
+        raise SpecError("runner", f"must be one of {', '.join(RUNNERS)}, got {runner!r}")
+    if builder not in BUILDERS:
+        raise SpecError("builder", f"must be one of {', '.join(BUILDERS)}, got {builder!r}")
+    if sessions not in SESSIONS:
+        raise SpecError("sessions", f"must be one of {', '.join(SESSIONS)}, got {sessions!r}")
+    if runner == "local" and (spec.servers != 1 or spec.tracker):
+        raise SpecError("runner", "the local runner measures in the client itself: use servers=1 and no tracker")
+    hw = hw or detect()
+    check_model(spec.model, spec.input_shape)
+    kind = resolve_target(spec.target, hw) if not spec.tracker or spec.target != "auto" else hw.default_target
+    tspec = target_spec(kind, hw)
+    model = load_model(spec.model, spec.input_shape)
+    tasks = [task_info(t) for t in extract_tasks(model.mod, tspec.build())]
+    if not tasks:
+        raise SpecError("model", f"{spec.model} has no tunable operator for {kind}")
+    shards = plan_shards(tasks, spec.shards, spec.trials)
+    return {"target": tspec.to_dict(), "tasks": [dataclasses.asdict(t) for t in tasks],
+            "shards": [s.to_dict() for s in shards], "runner": runner, "builder": builder,
+            "sessions": sessions, "input_shape": list(model.input_shape), "dtype": model.dtype}
+
+
+def spawn_detached(argv: list[str], log_path: str, env: dict[str, str] | None = None) -> int:
+    """Start `argv` in its own session, re-parented away from us (no zombie in the caller); its pid."""
+    helper = ("import subprocess, sys\n"
+              "log = open(sys.argv[1], 'ab')\n"
+              "p = subprocess.Popen(sys.argv[2:], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,"
+              " start_new_session=True)\n"
+              "print(p.pid)\n")
+    out = subprocess.run([sys.executable, "-c", helper, log_path, *argv], capture_output=True, text=True,
+                         env=env, timeout=30, check=True)
+    return int(out.stdout.strip())
+
+
+def start_supervisor(run_dir: str, resume: bool = False) -> int:
+    env = dict(os.environ)
+    env["PYTHONUNBUFFERED"] = "1"
+    argv = [sys.executable, "-m", "workbench.supervisor", run_dir] + (["--resume"] if resume else [])
+    pid = spawn_detached(argv, os.path.join(run_dir, "logs", "supervisor.log"), env)
+    procs = store.read_json(os.path.join(run_dir, store.PROCS_FILE), {}) or {}
+    procs["supervisor"] = pid
+    store.write_json(os.path.join(run_dir, store.PROCS_FILE), procs)
+    return pid
+
+
+def tune(spec: TuneSpec | None = None, *, home: str | None = None, runner: str = "rpc",
+         builder: str = "persistent", sessions: str = "persistent", **fields) -> Run:
+    """Validate and plan `spec` (or TuneSpec(**fields)), start its run in the background, return the Run."""
+    spec = spec.replace(**fields) if spec is not None and fields else spec or TuneSpec(**fields)
+    plan = plan_run(spec, runner=runner, builder=builder, sessions=sessions)
+    run_id, run_dir = store.new_run_dir(spec, home)
+    store.write_json(os.path.join(run_dir, store.SPEC_FILE), dataclasses.asdict(spec))
+    store.write_json(os.path.join(run_dir, store.PLAN_FILE), plan)
+    start_supervisor(run_dir)
+    return Run(run_dir)
+
+
+def resume(run: str | Run, home: str | None = None) -> Run:
+    """Continue a stopped, partial or crashed run from its shard databases."""
+    r = run if isinstance(run, Run) else Run(store.find_run_dir(run, home))
+    if r.status == "running":
+        raise SpecError("run", f"run {r.id} is still running")
+    start_supervisor(r.dir, resume=True)
+    return Run(r.dir)

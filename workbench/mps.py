@@ -1,0 +1,114 @@
+"""A private CUDA MPS control daemon: its own pipe and log folders, started and quit by the run.
+
+Clients join it through `client_env()`. Stop order matters: stop the clients first, then quit
+(`echo quit` waits for live clients).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import time
+
+CONTROL = "nvidia-cuda-mps-control"
+
+
+class MpsError(RuntimeError):
+    pass
+
+
+class MpsDaemon:
+    """Start with `start()`; `stop()` is safe twice. `available`/`reason` say whether it runs."""
+
+    def __init__(self, root: str, gpu_uuid: str | None = None) -> None:
+        self.pipe_dir = os.path.join(root, "pipe")
+        self.log_dir = os.path.join(root, "log")
+        self.gpu_uuid = gpu_uuid
+        self.started = False
+        self.reason = ""
+
+    def _env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env["CUDA_MPS_PIPE_DIRECTORY"] = self.pipe_dir
+        env["CUDA_MPS_LOG_DIRECTORY"] = self.log_dir
+        if self.gpu_uuid:
+            env["CUDA_VISIBLE_DEVICES"] = self.gpu_uuid
+        return env
+
+    def _control(self, command: str, timeout: float = 10.0) -> subprocess.CompletedProcess:
+        return subprocess.run([CONTROL], input=command + "\n", env=self._env(), capture_output=True,
+                              text=True, timeout=timeout)
+
+    def start(self, timeout: float = 15.0) -> bool:
+        """Start the daemon; False (with `reason`) when MPS cannot run here."""
+        if shutil.which(CONTROL) is None:
+            self.reason = f"{CONTROL} not found (no NVIDIA driver tools on this host)"
+            return False
+        os.makedirs(self.pipe_dir, mode=0o700, exist_ok=True)
+        os.makedirs(self.log_dir, mode=0o700, exist_ok=True)
+        proc = subprocess.run([CONTROL, "-d"], env=self._env(), capture_output=True, text=True, timeout=timeout)
+        if proc.returncode != 0:
+            self.reason = f"{CONTROL} -d failed ({proc.returncode}): {(proc.stderr or proc.stdout).strip()[:300]}"
+            return False
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                if self._control("get_server_list", timeout=5).returncode == 0:
+                    self.started = True
+                    return True
+            except subprocess.TimeoutExpired:
+                pass
+            time.sleep(0.2)
+        self.reason = f"MPS daemon did not answer within {timeout:.0f} s (see {self.log_dir}/control.log)"
+        self._kill_daemon()
+        return False
+
+    def client_env(self, percent: int, pinned_mem_mb: int | None = None) -> dict[str, str]:
+        """Variables that make a CUDA process an MPS client limited to `percent` of the SMs."""
+        env = {"CUDA_MPS_PIPE_DIRECTORY": self.pipe_dir, "CUDA_MPS_LOG_DIRECTORY": self.log_dir,
+               "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": str(percent)}
+        if pinned_mem_mb:
+            env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] = f"0={pinned_mem_mb}M"
+        return env
+
+    def daemon_pid(self) -> int | None:
+        try:
+            with open(os.path.join(self.pipe_dir, "nvidia-cuda-mps-control.pid")) as f:
+                return int(f.read().strip())
+        except (OSError, ValueError):
+            return None
+
+    def _kill_daemon(self) -> None:
+        pid = self.daemon_pid()
+        if pid:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Quit the daemon (clients must already be stopped); kill it if quit does not finish."""
+        if not self.started:
+            return
+        pid = self.daemon_pid()
+        try:
+            self._control("quit", timeout=timeout)
+        except subprocess.TimeoutExpired:
+            pass
+        deadline = time.monotonic() + timeout
+        while pid and time.monotonic() < deadline and _alive(pid):
+            time.sleep(0.1)
+        if pid and _alive(pid):
+            self._kill_daemon()
+        self.started = False
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True

@@ -1,0 +1,69 @@
+"""After tuning: merge shard databases, compile the model with them, and describe coverage."""
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class MergeResult:
+    path: str
+    records: int
+    workloads: int
+
+
+def merge_databases(shard_dirs: list[str], out_dir: str) -> MergeResult:
+    """Merge through the API (records point at workload line numbers: never concatenate files)."""
+    from tvm.s_tir import meta_schedule as ms
+
+    os.makedirs(out_dir, exist_ok=True)
+    for name in ("database_workload.json", "database_tuning_record.json"):
+        path = os.path.join(out_dir, name)
+        if os.path.exists(path):
+            os.remove(path)  # a re-merge (resume) starts from the shard databases again
+    merged = ms.database.JSONDatabase(work_dir=out_dir)
+    records = 0
+    for d in shard_dirs:
+        if not os.path.exists(os.path.join(d, "database_workload.json")):
+            continue
+        src = ms.database.JSONDatabase(work_dir=d, allow_missing=False)
+        for rec in src.get_all_tuning_records():
+            wkl = merged.commit_workload(rec.workload.mod)
+            merged.commit_tuning_record(ms.database.TuningRecord(rec.trace, wkl, rec.run_secs, rec.target,
+                                                                 rec.args_info))
+            records += 1
+    with open(os.path.join(out_dir, "database_workload.json")) as f:
+        workloads = sum(1 for line in f if line.strip())
+    return MergeResult(out_dir, records, workloads)
+
+
+def load_database(path: str):
+    from tvm.s_tir import meta_schedule as ms
+
+    return ms.database.JSONDatabase(work_dir=path, allow_missing=False)
+
+
+def compile_with_database(mod, target, db_path: str | None, out_path: str) -> str:
+    """Compile the model with the tuned database (or an empty one: the untuned baseline)."""
+    import tempfile
+
+    from tvm.s_tir import meta_schedule as ms
+
+    logging.getLogger("tvm.s_tir.meta_schedule").setLevel(logging.WARNING)
+    if db_path is None:
+        db = ms.database.JSONDatabase(work_dir=tempfile.mkdtemp(prefix="wb-empty-db-"))
+    else:
+        db = load_database(db_path)
+    ex = ms.relax_integration.compile_relax(db, mod, target, params=None, enable_warning=False)
+    tmp = out_path + ".tmp.so"
+    ex.export_library(tmp)
+    os.replace(tmp, out_path)  # nothing half-written under the final name
+    return out_path
+
+
+def coverage(db_path: str, tasks: list, target) -> dict[str, bool]:
+    """Which extracted tasks have at least one tuning record in the database."""
+    db = load_database(db_path)
+    return {t.task_name: db.query_tuning_record(t.dispatched[0], target, workload_name="main") is not None
+            for t in tasks}

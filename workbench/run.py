@@ -1,0 +1,272 @@
+"""`Run`: a run's folder seen as DataFrames, followed live, stopped, resumed.
+
+Everything comes from the run's files (spec, plan, events.jsonl, results.json, sweep.csv), so a
+Run can be re-opened from any process: after a kernel restart, from the CLI, from another notebook.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pandas as pd
+
+from . import store
+from .events import TERMINAL, EventReader
+from .procs import group_alive, kill_group, stop_group
+from .spec import TuneSpec
+from .sweep import SWEEP_FILE
+
+
+class Run:
+    def __init__(self, run_dir: str) -> None:
+        self.dir = os.path.abspath(run_dir)
+        self.id = os.path.basename(self.dir)
+        self.spec = TuneSpec.from_dict(store.read_json(os.path.join(self.dir, store.SPEC_FILE)))
+        self._reader = EventReader(os.path.join(self.dir, "events.jsonl"))
+        self._events: list[dict[str, Any]] = []
+
+    # -- events ----------------------------------------------------------------------------------
+    @property
+    def plan(self) -> dict:
+        return store.read_json(os.path.join(self.dir, store.PLAN_FILE), {}) or {}
+
+    def poll_events(self) -> list[dict[str, Any]]:
+        """Events appended since the last call (all of them on the first call)."""
+        new = self._reader.read_new()
+        self._events.extend(new)
+        return new
+
+    def _all(self, kind: str | None = None) -> list[dict[str, Any]]:
+        self.poll_events()
+        return self._events if kind is None else [e for e in self._events if e["kind"] == kind]
+
+    @property
+    def events(self) -> pd.DataFrame:
+        return pd.DataFrame(self._all())
+
+    def follow(self, timeout: float | None = None, poll: float = 0.25) -> Iterator[dict[str, Any]]:
+        """Yield events as they arrive, from the start, until the run finishes (or `timeout`)."""
+        for event in list(self._all()):
+            yield event
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self._finished_event():
+            new = self.poll_events()
+            yield from new
+            if not new:
+                if not self.supervisor_alive():
+                    yield from self.poll_events()
+                    return
+                if deadline is not None and time.monotonic() > deadline:
+                    return
+                time.sleep(poll)
+
+    def watch(self, callback: Callable[[dict[str, Any]], None], timeout: float | None = None) -> str:
+        """Call `callback(event)` for every event until the run ends; returns the final status."""
+        for event in self.follow(timeout=timeout):
+            callback(event)
+        return self.status
+
+    def wait(self, timeout: float | None = None) -> str:
+        for _ in self.follow(timeout=timeout):
+            pass
+        return self.status
+
+    # -- state -----------------------------------------------------------------------------------
+    def _finished_event(self) -> dict | None:
+        done = [e for e in self._events if e["kind"] == "run_finished"]
+        started = [e for e in self._events if e["kind"] == "run_started"]
+        if done and (not started or done[-1]["t"] >= started[-1]["t"]):
+            return done[-1]
+        return None
+
+    def _procs(self) -> dict:
+        return store.read_json(os.path.join(self.dir, store.PROCS_FILE), {}) or {}
+
+    def supervisor_alive(self) -> bool:
+        pid = self._procs().get("supervisor")
+        return bool(pid) and group_alive(pid)
+
+    @property
+    def status(self) -> str:
+        """running, done, partial, failed, stopped; or `crashed` when the supervisor vanished."""
+        self.poll_events()
+        fin = self._finished_event()
+        if fin is not None:
+            return fin["status"]
+        if not self._procs():
+            return "starting"
+        return "running" if self.supervisor_alive() else "crashed"
+
+    @property
+    def finished(self) -> bool:
+        return self.status in (*TERMINAL, "crashed")
+
+    @property
+    def message(self) -> str:
+        fin = self._finished_event()
+        return fin.get("message", "") if fin else ""
+
+    def stop(self, timeout: float = 5.0) -> str:
+        """Ask the supervisor to stop everything; force-kill whatever is left after `timeout`."""
+        procs = self._procs()
+        pid = procs.get("supervisor")
+        if pid and group_alive(pid):
+            kill_group(pid, signal.SIGTERM)
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline and group_alive(pid):
+                time.sleep(0.1)
+        for pgid in [pid, *self._procs().get("groups", [])]:
+            if pgid and group_alive(pgid):
+                stop_group(pgid, term_timeout=0.5, kill_timeout=1.0)
+        pipe = self._procs().get("mps_pipe")
+        if pipe:
+            from .mps import MpsDaemon
+
+            daemon = MpsDaemon(os.path.dirname(pipe))
+            daemon.started = daemon.daemon_pid() is not None
+            daemon.stop()
+        if self._finished_event() is None and not self.supervisor_alive():
+            from .events import EventWriter
+
+            EventWriter(os.path.join(self.dir, "events.jsonl"), "run").emit(
+                "run_finished", status="stopped", message="stopped (supervisor did not finish on its own)")
+        return self.status
+
+    # -- tables ----------------------------------------------------------------------------------
+    def progress(self) -> pd.DataFrame:
+        """One row per (tuned_at, shard): trials done and budgeted, best estimate, state, ETA."""
+        rows: dict[tuple[int, int], dict[str, Any]] = {}
+        for e in self._all():
+            kind = e["kind"]
+            if kind not in ("shard_planned", "shard_started", "batch", "shard_finished", "shard_failed"):
+                continue
+            key = (e["tuned_at"], e["shard"])
+            row = rows.setdefault(key, {"tuned_at": key[0], "shard": key[1], "state": "planned", "trials_done": 0,
+                                        "trials_budget": e.get("trials_budget", 0), "tasks": 0, "t_start": None,
+                                        "t_last": None, "est_shard_us": None, "build_errors": 0, "run_errors": 0})
+            if kind == "shard_planned":
+                row["tasks"] = len(e["tasks"])
+                row["trials_budget"] = e["trials_budget"]
+            elif kind == "shard_started":
+                row["state"], row["t_start"] = "running", e["t"]
+                row["trials_done"] = max(row["trials_done"], e.get("trials_resumed", 0))
+            elif kind == "batch":
+                row["trials_done"] = e["shard_trials_done"]
+                row["t_last"] = e["t"]
+                row["est_shard_us"] = e["est_shard_us"]
+                row.setdefault("_errs", {})[e["task"]] = (e["build_errors"], e["run_errors"])
+            elif kind == "shard_finished":
+                row["state"] = "finished"
+                row["trials_done"] = max(row["trials_done"], e.get("trials_done", 0))
+            elif kind == "shard_failed":
+                row["state"] = "failed"
+                row["error"] = e.get("log_tail", "")[-500:]
+        now = time.time()
+        out = []
+        for row in rows.values():
+            errs = row.pop("_errs", {})
+            row["build_errors"] = sum(b for b, _ in errs.values())
+            row["run_errors"] = sum(r for _, r in errs.values())
+            elapsed = ((row["t_last"] if row["state"] != "running" else now) - row["t_start"]) \
+                if row["t_start"] and row["t_last"] else 0.0
+            row["elapsed_s"] = round(elapsed, 1)
+            done, budget = row["trials_done"], row["trials_budget"]
+            row["eta_s"] = round(elapsed / done * (budget - done), 1) if row["state"] == "running" and done else None
+            out.append(row)
+        df = pd.DataFrame(out)
+        return df.sort_values(["tuned_at", "shard"]).reset_index(drop=True) if len(df) else df
+
+    def best_curve(self) -> pd.DataFrame:
+        """Per batch: trials so far (whole stage) and the model's estimated latency (sum over shards)."""
+        latest: dict[tuple[int, int], float] = {}
+        trials: dict[tuple[int, int], int] = {}
+        rows = []
+        for e in self._all("batch"):
+            key = (e["tuned_at"], e["shard"])
+            latest[key] = e["est_shard_us"]
+            trials[key] = e["shard_trials_done"]
+            stage = e["tuned_at"]
+            rows.append({"t": e["t"], "tuned_at": stage, "shard": e["shard"], "task": e["task"],
+                         "task_trials": e["trials_done"], "best_us": e["best_us"],
+                         "trials": sum(v for k, v in trials.items() if k[0] == stage),
+                         "est_model_us": sum(v for k, v in latest.items() if k[0] == stage)})
+        return pd.DataFrame(rows)
+
+    def telemetry(self) -> pd.DataFrame:
+        rows = []
+        for e in self._all("telemetry"):
+            row = {"t": e["t"], "cpu_percent": e["cpu_percent"], "mem_percent": e["mem_percent"],
+                   "gpu_note": e.get("gpu_note", "")}
+            for g in e.get("gpus", []):
+                row[f"gpu{g['index']}_sm_util"] = g.get("sm_util")
+                row[f"gpu{g['index']}_mem_used_mb"] = g.get("mem_used_mb")
+            rows.append(row)
+        return pd.DataFrame(rows)
+
+    def phases(self) -> pd.DataFrame:
+        return pd.DataFrame([{"t": e["t"], "phase": e["phase"], "tuned_at": e.get("tuned_at")}
+                             for e in self._all("phase")])
+
+    def servers(self) -> pd.DataFrame:
+        return pd.DataFrame(self._all("server_ready"))
+
+    def errors(self) -> pd.DataFrame:
+        kinds = ("error", "shard_failed", "task_skipped")
+        return pd.DataFrame([e for e in self._all() if e["kind"] in kinds])
+
+    @property
+    def results(self) -> pd.DataFrame:
+        return pd.DataFrame(store.read_json(os.path.join(self.dir, store.RESULTS_FILE), []) or [])
+
+    @property
+    def sweep(self) -> pd.DataFrame:
+        path = os.path.join(self.dir, SWEEP_FILE)
+        return pd.read_csv(path) if os.path.exists(path) else pd.DataFrame(
+            columns=["model", "tuned_at", "inferred_at", "latency_ms_median", "latency_ms_iqr"])
+
+    def slice_matrix(self) -> pd.DataFrame:
+        """tuned_at x inferred_at table of median latency (ms)."""
+        df = self.sweep
+        if not len(df):
+            return df
+        return df.pivot_table(index="tuned_at", columns="inferred_at", values="latency_ms_median")
+
+    def to_csv(self, folder: str) -> list[str]:
+        """Write events, progress, results and sweep tables as CSV files; returns their paths."""
+        os.makedirs(folder, exist_ok=True)
+        paths = []
+        for name, df in (("events", self.events), ("progress", self.progress()), ("results", self.results),
+                         ("sweep", self.sweep), ("telemetry", self.telemetry())):
+            path = os.path.join(folder, f"{self.id}-{name}.csv")
+            df.to_csv(path, index=False)
+            paths.append(path)
+        return paths
+
+    def summary(self) -> dict[str, Any]:
+        started = self._all("run_started")
+        fin = self._finished_event()
+        return {"id": self.id, "model": self.spec.model, "target": self.plan.get("target", {}).get("kind"),
+                "slices": ",".join(map(str, self.spec.slices)), "servers": self.spec.servers,
+                "shards": self.spec.shards, "trials": self.spec.trials, "status": self.status,
+                "started": pd.to_datetime(started[0]["t"], unit="s") if started else None,
+                "wall_s": round(fin["t"] - started[0]["t"], 1) if fin and started else None}
+
+    def __repr__(self) -> str:
+        return f"<Run {self.id} {self.spec.model} status={self.status}>"
+
+
+def list_runs(home: str | None = None) -> pd.DataFrame:
+    rows = []
+    for run_id in store.run_ids(home):
+        try:
+            rows.append(Run(os.path.join(store.runs_root(home), run_id)).summary())
+        except Exception as err:  # noqa: BLE001 - a damaged folder is listed, not fatal
+            rows.append({"id": run_id, "status": f"unreadable: {err}"})
+    return pd.DataFrame(rows)
+
+
+def open_run(run: str, home: str | None = None) -> Run:
+    return Run(store.find_run_dir(run, home))

@@ -1,0 +1,178 @@
+"""The measuring side: a local RPC tracker and S RPC servers, each under its slice.
+
+Desired state is a list of `ServerSpec`; `ServerPool.health()` compares it with what runs.
+Readiness is polled against a deadline through the tracker; every process is in its own group.
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from dataclasses import dataclass
+
+from .procs import ManagedProcess, ProcessError, python_argv
+from .slices import SliceBinding
+
+READY_TIMEOUT_S = 120.0
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def port_open(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.settimeout(0.5)
+        return s.connect_ex((host, port)) == 0
+
+
+def tracker_summary(host: str, port: int) -> dict:
+    from tvm import rpc
+
+    return rpc.connect_tracker(host, port).summary()
+
+
+def count_servers(summary: dict, key: str) -> int:
+    return sum(1 for s in summary.get("server_info", []) if s.get("key") == f"server:{key}")
+
+
+class Tracker(ManagedProcess):
+    role = "tracker"
+
+    def __init__(self, host: str, log_path: str, env: dict[str, str]) -> None:
+        self.host = host
+        self.port = free_port(host)
+        argv = python_argv("tvm.exec.rpc_tracker", "--host", host, "--port", str(self.port),
+                           "--port-end", str(self.port + 1), "--silent")
+        super().__init__("tracker", argv, env, log_path)
+
+    def is_ready(self) -> bool:
+        if not port_open(self.host, self.port):
+            return False
+        try:
+            tracker_summary(self.host, self.port)
+            return True
+        except Exception:  # noqa: BLE001 - not answering yet
+            return False
+
+
+@dataclass(frozen=True)
+class ServerSpec:
+    index: int
+    key: str
+    binding: SliceBinding
+
+
+class RPCServer(ManagedProcess):
+    role = "server"
+
+    def __init__(self, spec: ServerSpec, host: str, tracker: tuple[str, int], log_path: str,
+                 env: dict[str, str], device: str, sessions: str = "persistent") -> None:
+        self.spec = spec
+        self.host = host
+        self.port = free_port(host)
+        self.info_file = log_path[:-4] + ".json"
+        argv = python_argv("workbench.rpc_server", "--host", host, "--port", str(self.port),
+                           "--port-end", str(self.port + 1), "--tracker", f"{tracker[0]}:{tracker[1]}",
+                           "--key", spec.key, "--device", device, "--sessions", sessions,
+                           "--info-file", self.info_file)
+        super().__init__(f"server-{spec.index}", argv, {**env, **spec.binding.env}, log_path,
+                         cpu_affinity=spec.binding.cores or None)
+
+    @property
+    def info(self) -> dict:
+        """What the server's session process reported it got (SM count, cores, MPS percentage)."""
+        try:
+            with open(self.info_file) as f:
+                return json.load(f)
+        except (OSError, ValueError):
+            return {}
+
+    def is_ready(self) -> bool:
+        return self.poll() is None and port_open(self.host, self.port) and bool(self.info)
+
+
+class ServerPool:
+    """A tracker (local, or the user's) plus the local servers registered with it under one key."""
+
+    def __init__(self, run_dir: str, host: str, env: dict[str, str], key: str, device: str = "cpu",
+                 external: tuple[str, int, str] | None = None, sessions: str = "persistent") -> None:
+        self.run_dir = run_dir
+        self.host = host
+        self.env = env
+        self.key = key if external is None else external[2]
+        self.external = external
+        self.device = device
+        self.sessions = sessions
+        self.tracker: Tracker | None = None
+        self.servers: list[RPCServer] = []
+
+    @property
+    def tracker_addr(self) -> tuple[str, int]:
+        if self.external:
+            return self.external[0], self.external[1]
+        assert self.tracker is not None
+        return self.tracker.host, self.tracker.port
+
+    def start_tracker(self) -> None:
+        if self.external:
+            host, port = self.tracker_addr
+            try:
+                tracker_summary(host, port)
+            except Exception as err:  # noqa: BLE001
+                raise ProcessError(f"tracker {host}:{port} does not answer ({err}); check it with "
+                                   f"`python -m tvm.exec.query_rpc_tracker --host {host} --port {port}`") from None
+            return
+        self.tracker = Tracker(self.host, os.path.join(self.run_dir, "logs", "tracker.log"), self.env)
+        self.tracker.start()
+        self.tracker.wait_ready(READY_TIMEOUT_S)
+
+    def start_servers(self, specs: list[ServerSpec], timeout: float = READY_TIMEOUT_S) -> None:
+        """Start one server per spec and wait until the tracker lists all of them (plus any external)."""
+        host, port = self.tracker_addr
+        before = count_servers(tracker_summary(host, port), self.key) if self.external else 0
+        started = []
+        for spec in specs:
+            server = RPCServer(spec, self.host, (host, port),
+                               os.path.join(self.run_dir, "logs", f"server-{spec.key}-{spec.index}.log"),
+                               self.env, self.device, self.sessions)
+            server.start()
+            self.servers.append(server)
+            started.append(server)
+        deadline = time.monotonic() + timeout
+        want = before + len(started)
+        while True:
+            for server in started:
+                if server.poll() is not None:
+                    server.wait_ready(0)  # raises with the exit code and log tail
+            try:
+                have = count_servers(tracker_summary(host, port), self.key)
+            except Exception:  # noqa: BLE001 - tracker busy; retry until the deadline
+                have = -1
+            if have >= want:
+                for server in started:
+                    server.wait_ready(timeout=max(1.0, deadline - time.monotonic()))
+                return
+            if time.monotonic() > deadline:
+                raise ProcessError(f"only {max(have, 0) - before} of {len(started)} RPC servers registered with the "
+                                   f"tracker {host}:{port} within {timeout:.0f} s; see {self.run_dir}/logs")
+            time.sleep(0.3)
+
+    def stop_servers(self) -> None:
+        for server in self.servers:
+            server.stop()
+        self.servers = []
+
+    def health(self) -> dict[str, object]:
+        """Desired versus running: which servers died, and whether the tracker still answers."""
+        dead = [s.name for s in self.servers if s.poll() is not None]
+        tracker_dead = bool(self.tracker and self.tracker.poll() is not None)
+        return {"servers_wanted": len(self.servers), "servers_dead": dead, "tracker_dead": tracker_dead}
+
+    def stop(self) -> None:
+        self.stop_servers()
+        if self.tracker is not None:
+            self.tracker.stop()

@@ -1,0 +1,215 @@
+"""What a user asks for: TuneSpec and Slice, validated with messages that name the field.
+
+This is the one place where limits live. Specs are frozen and JSON-serialisable because they
+cross process boundaries (kernel -> supervisor -> clients).
+"""
+from __future__ import annotations
+
+import dataclasses
+import ipaddress
+import json
+import os
+from dataclasses import dataclass
+from typing import Any
+
+TARGETS = ("auto", "cpu", "cuda")
+COST_MODELS = ("xgb", "random")
+STRATEGIES = ("evolutionary", "replay-trace")
+MAX_SERVERS = 64
+MAX_SHARDS = 64
+MAX_TRIALS = 100_000
+DEFAULT_SWEEP = (10, 20, 30, 50, 70, 100)
+LOOPBACK = "127.0.0.1"
+
+
+class SpecError(ValueError):
+    """Bad user input. `field` names the offending field; the message says what is allowed."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+@dataclass(frozen=True)
+class Slice:
+    """A share of the device: a percentage of a GPU's SMs (MPS) or of the host's CPU cores."""
+
+    percent: int = 100
+    pinned_mem_mb: int | None = None
+
+    def __post_init__(self) -> None:
+        check_percent("slice", self.percent)
+        if self.pinned_mem_mb is not None and not (
+            isinstance(self.pinned_mem_mb, int) and self.pinned_mem_mb >= 64
+        ):
+            raise SpecError("pinned_mem_mb", f"must be an integer >= 64 (MiB), got {self.pinned_mem_mb!r}")
+
+    def cores(self, ncores: int) -> int:
+        """How many CPU cores this slice is on a host with `ncores` cores (at least one)."""
+        return max(1, min(ncores, round(ncores * self.percent / 100)))
+
+
+def check_percent(field_name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 100:
+        raise SpecError(field_name, f"a slice is a whole percentage from 1 to 100, got {value!r}")
+    return value
+
+
+def _check_int(name: str, value: Any, lo: int, hi: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise SpecError(name, f"must be an integer from {lo} to {hi}, got {value!r}")
+    return value
+
+
+def _check_choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
+    if value not in choices:
+        raise SpecError(name, f"must be one of {', '.join(choices)}, got {value!r}")
+    return value
+
+
+def parse_tracker(text: str) -> tuple[str, int, str]:
+    """'host:port:key' -> (host, port, key)."""
+    parts = text.split(":")
+    if len(parts) != 3 or not parts[0] or not parts[2] or not parts[1].isdigit():
+        raise SpecError("tracker", f"expected HOST:PORT:KEY (e.g. 10.0.0.5:9190:h200), got {text!r}")
+    port = int(parts[1])
+    if not 1 <= port <= 65535:
+        raise SpecError("tracker", f"port must be from 1 to 65535, got {port}")
+    return parts[0], port, parts[2]
+
+
+def parse_slices(text: str | tuple | list, field_name: str = "slices") -> tuple[int, ...]:
+    """'25,50,100' or [25, 50] -> (25, 50, 100), each checked to be 1..100, no duplicates."""
+    items = text.split(",") if isinstance(text, str) else list(text)
+    out = []
+    for item in items:
+        if isinstance(item, str):
+            item = item.strip().rstrip("%")
+            if not item.lstrip("-").isdigit():
+                raise SpecError(field_name, f"a slice is a whole percentage from 1 to 100, got {item!r}")
+            item = int(item)
+        out.append(check_percent(field_name, item))
+    if not out:
+        raise SpecError(field_name, "give at least one slice percentage from 1 to 100")
+    if len(set(out)) != len(out):
+        raise SpecError(field_name, f"each slice may appear once, got {out}")
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class TuneSpec:
+    """Everything a tuning run needs; validated on construction."""
+
+    model: str = "mlp-small"
+    input_shape: tuple[int, ...] | None = None
+    target: str = "auto"
+    slices: tuple[int, ...] = (100,)
+    servers: int = 1
+    shards: int = 1
+    trials: int = 32
+    trials_per_batch: int = 16
+    cost_model: str = "xgb"
+    strategy: str = "evolutionary"
+    seed: int | None = 0
+    tracker: str | None = None
+    host: str = LOOPBACK
+    pinned_mem_mb: int | None = None
+    sweep_slices: tuple[int, ...] = ()
+    builder_workers: int | None = None
+    measure_timeout_s: int = 60
+    label: str = ""
+
+    def __post_init__(self) -> None:
+        # Normalise lists to tuples so that JSON round-trips compare equal.
+        for name in ("slices", "sweep_slices", "input_shape"):
+            value = getattr(self, name)
+            if isinstance(value, (list, str)):
+                object.__setattr__(self, name, parse_slices(value, name) if name != "input_shape"
+                                   else parse_shape(value))
+        self.validate()
+
+    def validate(self) -> None:
+        if not isinstance(self.model, str) or not self.model.strip():
+            raise SpecError("model", "give a sample model name (see `workbench models`) or a path to an .onnx file")
+        _check_choice("target", self.target, TARGETS)
+        parse_slices(self.slices, "slices")
+        if self.sweep_slices:
+            parse_slices(self.sweep_slices, "sweep_slices")
+        _check_int("servers", self.servers, 1, MAX_SERVERS)
+        _check_int("shards", self.shards, 1, MAX_SHARDS)
+        _check_int("trials", self.trials, 1, MAX_TRIALS)
+        _check_int("trials_per_batch", self.trials_per_batch, 1, 512)
+        _check_choice("cost_model", self.cost_model, COST_MODELS)
+        _check_choice("strategy", self.strategy, STRATEGIES)
+        if self.seed is not None:
+            _check_int("seed", self.seed, 0, 2**31 - 1)
+        if self.tracker is not None:
+            parse_tracker(self.tracker)
+        try:
+            ipaddress.ip_address(self.host)
+        except ValueError:
+            raise SpecError("host", f"must be an IP address to bind servers to (default {LOOPBACK}), got {self.host!r}") from None
+        if self.pinned_mem_mb is not None:
+            Slice(100, self.pinned_mem_mb)
+        if self.builder_workers is not None:
+            _check_int("builder_workers", self.builder_workers, 1, 512)
+        _check_int("measure_timeout_s", self.measure_timeout_s, 5, 3600)
+        if self.input_shape is not None:
+            parse_shape(self.input_shape)
+        if self.trials < self.shards:
+            raise SpecError("trials", f"must be at least the number of shards ({self.shards}), got {self.trials}")
+
+    @property
+    def exposed(self) -> bool:
+        """True when servers listen on a non-loopback address (anyone on that network can run code)."""
+        return not ipaddress.ip_address(self.host).is_loopback
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "TuneSpec":
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise SpecError(unknown[0], f"unknown field; known fields are {', '.join(sorted(known))}")
+        data = dict(data)
+        for name in ("slices", "sweep_slices", "input_shape"):
+            if isinstance(data.get(name), list):
+                data[name] = tuple(data[name])
+        return cls(**data)
+
+    @classmethod
+    def from_json(cls, text: str) -> "TuneSpec":
+        return cls.from_dict(json.loads(text))
+
+    def replace(self, **changes: Any) -> "TuneSpec":
+        return dataclasses.replace(self, **changes)
+
+
+def parse_shape(value: Any) -> tuple[int, ...]:
+    """'1,3,224,224' or (1, 3, 224, 224) -> a tuple of positive ints."""
+    items = value.replace("x", ",").split(",") if isinstance(value, str) else list(value)
+    out = []
+    for item in items:
+        if isinstance(item, str):
+            item = item.strip()
+            if not item.isdigit():
+                raise SpecError("input_shape", f"dimensions must be positive integers like 1,3,224,224, got {value!r}")
+            item = int(item)
+        if isinstance(item, bool) or not isinstance(item, int) or item < 1:
+            raise SpecError("input_shape", f"dimensions must be positive integers like 1,3,224,224, got {value!r}")
+        out.append(item)
+    if not out:
+        raise SpecError("input_shape", "give at least one dimension, like 1,3,224,224")
+    return tuple(out)
+
+
+def workbench_home() -> str:
+    """Where runs live: $WORKBENCH_HOME or ~/.workbench."""
+    return os.path.abspath(os.path.expanduser(os.environ.get("WORKBENCH_HOME", "~/.workbench")))
+
+
+__all__ = ["TuneSpec", "Slice", "SpecError", "parse_slices", "parse_tracker", "parse_shape",
+           "check_percent", "workbench_home"]

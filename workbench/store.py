@@ -1,0 +1,81 @@
+"""Runs on disk: one private folder per run under the workbench home, and the history of runs."""
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import time
+
+from .spec import SpecError, TuneSpec, workbench_home
+
+SPEC_FILE = "spec.json"
+PLAN_FILE = "plan.json"
+PROCS_FILE = "procs.json"
+RESULTS_FILE = "results.json"
+
+
+def runs_root(home: str | None = None) -> str:
+    return os.path.join(home or workbench_home(), "runs")
+
+
+def ensure_writable(folder: str) -> None:
+    """Create `folder` (private to the user) or raise a SpecError saying why it cannot be used."""
+    try:
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        probe = os.path.join(folder, f".probe-{os.getpid()}")
+        with open(probe, "w") as f:
+            f.write("ok")
+        os.remove(probe)
+    except OSError as err:
+        raise SpecError("home", f"cannot write to {folder} ({err.strerror}); set WORKBENCH_HOME to a writable "
+                                "folder") from None
+
+
+def new_run_dir(spec: TuneSpec, home: str | None = None) -> tuple[str, str]:
+    root = runs_root(home)
+    ensure_writable(root)
+    model = os.path.splitext(os.path.basename(spec.model))[0].replace(" ", "_")[:24]
+    run_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{model}-{secrets.token_hex(2)}"
+    path = os.path.join(root, run_id)
+    os.makedirs(path, mode=0o700)
+    os.makedirs(os.path.join(path, "logs"), mode=0o700)
+    return run_id, path
+
+
+def write_json(path: str, data: object) -> None:
+    """Write atomically: a reader never sees half a file."""
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w") as f:
+        json.dump(data, f, indent=1, default=str)
+    os.replace(tmp, path)
+
+
+def read_json(path: str, default: object = None) -> object:
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, json.JSONDecodeError):
+        return default
+
+
+def find_run_dir(run: str, home: str | None = None) -> str:
+    """A run id, a unique id prefix, 'last', or a path to a run folder."""
+    if os.path.isdir(run) and os.path.exists(os.path.join(run, SPEC_FILE)):
+        return os.path.abspath(run)
+    root = runs_root(home)
+    ids = sorted(os.listdir(root)) if os.path.isdir(root) else []
+    if run == "last" and ids:
+        return os.path.join(root, ids[-1])
+    matches = [i for i in ids if i.startswith(run)]
+    if len(matches) == 1:
+        return os.path.join(root, matches[0])
+    if not matches:
+        raise SpecError("run", f"no run {run!r} under {root}; `workbench runs` lists them")
+    raise SpecError("run", f"{run!r} matches {len(matches)} runs ({', '.join(matches[:4])}...); give more of the id")
+
+
+def run_ids(home: str | None = None) -> list[str]:
+    root = runs_root(home)
+    if not os.path.isdir(root):
+        return []
+    return sorted(i for i in os.listdir(root) if os.path.exists(os.path.join(root, i, SPEC_FILE)))

@@ -1,0 +1,280 @@
+"""`python -m workbench.supervisor RUN_DIR [--resume]`: carry out one run, detached from the caller.
+
+It owns every process of the run (MPS daemon, tracker, servers, clients, inference workers), writes
+the run's events, and on SIGTERM (Run.stop) or any failure stops them all, in order: clients,
+servers, tracker, then the MPS daemon. A notebook kernel may restart meanwhile; the run goes on.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+import traceback
+
+from . import store
+from .client import ShardJob
+from .events import EventWriter
+from .hardware import TargetSpec, detect
+from .mps import MpsDaemon
+from .procs import ManagedProcess, ProcessError, python_argv, tail
+from .servers import ServerPool, ServerSpec
+from .shards import Shard
+from .slices import SliceBinding, bind
+from .spec import Slice, TuneSpec, parse_tracker
+from .telemetry import Sampler
+
+CLIENT_POLL_S = 0.5
+
+
+class Stopped(Exception):
+    """Raised inside the supervisor when a stop was requested."""
+
+
+class Supervisor:
+    def __init__(self, run_dir: str, resume: bool = False) -> None:
+        self.run_dir = run_dir
+        self.resume = resume
+        self.spec = TuneSpec.from_dict(store.read_json(os.path.join(run_dir, store.SPEC_FILE)))
+        self.plan = store.read_json(os.path.join(run_dir, store.PLAN_FILE))
+        self.target = TargetSpec.from_dict(self.plan["target"])
+        self.events = EventWriter(os.path.join(run_dir, "events.jsonl"), "supervisor")
+        self.hw = detect()
+        self.cores = sorted(os.sched_getaffinity(0))
+        self.stop_requested = False
+        self.daemon: MpsDaemon | None = None
+        self.pool: ServerPool | None = None
+        self.clients: list[ManagedProcess] = []
+        self.failed_shards: list[str] = []
+        self.env = self._base_env()
+
+    def _base_env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        # The supervisor's own MPS settings (if any) must not leak into children unasked.
+        for k in ("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY"):
+            env.pop(k, None)
+        env["PYTHONUNBUFFERED"] = "1"
+        env.setdefault("TVM_LOG_DEBUG", "0")
+        return env
+
+    # -- process bookkeeping -------------------------------------------------------------------
+    def _record_procs(self) -> None:
+        pids = [p.pid for p in self.clients if p.pid]
+        if self.pool:
+            pids += [s.pid for s in self.pool.servers if s.pid]
+            if self.pool.tracker and self.pool.tracker.pid:
+                pids.append(self.pool.tracker.pid)
+        store.write_json(os.path.join(self.run_dir, store.PROCS_FILE),
+                         {"supervisor": os.getpid(), "groups": pids,
+                          "mps_pipe": self.daemon.pipe_dir if self.daemon and self.daemon.started else None})
+
+    def _check_stop(self) -> None:
+        if self.stop_requested:
+            raise Stopped()
+
+    def _phase(self, phase: str, **fields) -> None:
+        self._check_stop()
+        self.events.emit("phase", phase=phase, **fields)
+
+    # -- the run -------------------------------------------------------------------------------
+    def run(self) -> str:
+        signal.signal(signal.SIGTERM, self._on_term)
+        signal.signal(signal.SIGINT, self._on_term)
+        self.events.emit("run_started", run_id=os.path.basename(self.run_dir), pid=os.getpid(),
+                         spec=json.loads(self.spec.to_json()), target=self.target.to_dict(), resume=self.resume)
+        sampler = Sampler(EventWriter(self.events.path, "telemetry").emit, 1.0, gpu=self.target.kind == "cuda").start()
+        status, message = "done", ""
+        try:
+            self._start_shared()
+            for tuned_at in self.spec.slices:
+                self._tune_stage(tuned_at)
+            if self.spec.sweep_slices:
+                from .sweep import sweep_run
+
+                self._phase("sweeping")
+                sweep_run(self.run_dir, list(self.spec.sweep_slices), daemon=self.daemon, events=self.events,
+                          should_stop=lambda: self.stop_requested)
+            if self.failed_shards:
+                status = "partial"
+                message = f"shards failed: {', '.join(self.failed_shards)}"
+        except Stopped:
+            status, message = "stopped", "stopped on request; resume with `workbench resume`"
+        except Exception as err:  # noqa: BLE001 - becomes an event, never a silent death
+            status, message = "failed", f"{type(err).__name__}: {err}"
+            self.events.emit("error", where="supervisor", message=message, traceback=traceback.format_exc()[-3000:])
+        finally:
+            self._cleanup()
+            sampler.stop()
+        self.events.emit("run_finished", status=status, message=message)
+        return status
+
+    def _on_term(self, signum, frame) -> None:  # noqa: ARG002
+        self.stop_requested = True
+
+    def _start_shared(self) -> None:
+        self._phase("servers")
+        self.events.emit("hardware", target=self.target.kind, device=self.hw.describe(self.target.kind),
+                         ncores=len(self.cores), gpu_note=self.hw.gpu_note)
+        want_mps = self.target.kind == "cuda" and any(p < 100 for p in (*self.spec.slices, *self.spec.sweep_slices))
+        if want_mps:
+            uuid = self.hw.gpus[0].uuid if self.hw.gpus else None
+            self.daemon = MpsDaemon(os.path.join(self.run_dir, "mps"), uuid)
+            ok = self.daemon.start()
+            self.events.emit("mps", started=ok, reason=self.daemon.reason, pipe_dir=self.daemon.pipe_dir)
+            self._record_procs()
+        external = parse_tracker(self.spec.tracker) if self.spec.tracker else None
+        self.pool = ServerPool(self.run_dir, self.spec.host, self.env, key=f"wb-{os.getpid()}",
+                               device=self.target.device_type, external=external,
+                               sessions=self.plan.get("sessions", "persistent"))
+        self.pool.start_tracker()
+        self._record_procs()
+
+    def _bindings(self, percent: int) -> list[SliceBinding]:
+        sl = Slice(percent, self.spec.pinned_mem_mb)
+        return [bind(self.target.kind, sl, self.cores, i, self.daemon) for i in range(self.spec.servers)]
+
+    def _tune_stage(self, tuned_at: int) -> None:
+        assert self.pool is not None
+        stage_dir = os.path.join(self.run_dir, "stages", str(tuned_at))
+        os.makedirs(stage_dir, exist_ok=True)
+        self._phase("servers", tuned_at=tuned_at)
+        key = f"{self.pool.key}-{tuned_at}" if not self.spec.tracker else self.pool.key
+        if not self.spec.tracker:
+            self.pool.key = key
+            specs = [ServerSpec(i, key, b) for i, b in enumerate(self._bindings(tuned_at))]
+            self.pool.start_servers(specs)
+            self._record_procs()
+            for server in self.pool.servers:
+                info = server.info
+                cores = sorted(os.sched_getaffinity(server.pid)) if server.poll() is None else []
+                self.events.emit("server_ready", server=server.spec.index, tuned_at=tuned_at, port=server.port,
+                                 pid=server.pid, **server.spec.binding.to_dict(), sm_count=info.get("sm_count"),
+                                 device_name=info.get("device_name"), mps_percentage=info.get("mps_percentage"),
+                                 sessions=info.get("sessions"), affinity=cores, host=self.spec.host)
+        else:
+            self.events.emit("server_ready", server="external", tuned_at=tuned_at, tracker=self.spec.tracker,
+                             slice_applied=False, reason="servers are the user's: their slices are not managed here")
+        shards = [Shard.from_dict(d) for d in self.plan["shards"]]
+        self._phase("tuning", tuned_at=tuned_at)
+        self._run_clients(tuned_at, stage_dir, shards)
+        if not self.spec.tracker:
+            self.pool.stop_servers()
+            self._record_procs()
+        self._finish_stage(tuned_at, stage_dir, shards)
+
+    def _client_resources(self) -> tuple[int, int]:
+        k = self.spec.shards
+        per_client = max(1, len(self.cores) // k)
+        return (self.spec.builder_workers or per_client), per_client
+
+    def _run_clients(self, tuned_at: int, stage_dir: str, shards: list[Shard]) -> None:
+        assert self.pool is not None
+        builder_workers, threads = self._client_resources()
+        host, port = self.pool.tracker_addr
+        runner_workers = self.spec.servers if not self.spec.tracker else max(1, self.spec.servers)
+        self.clients = []
+        for shard in shards:
+            job = ShardJob(run_dir=self.run_dir, work_dir=os.path.join(stage_dir, f"shard-{shard.index}"),
+                           events_path=self.events.path, shard=shard.index, tuned_at=tuned_at,
+                           tasks=shard.tasks, trials=shard.trials, spec=self.spec, target=self.target,
+                           tracker=(host, port, self.pool.key), runner_workers=runner_workers,
+                           builder_workers=builder_workers, num_threads=threads,
+                           runner=self.plan.get("runner", "rpc"), builder=self.plan.get("builder", "persistent"))
+            job_path = os.path.join(stage_dir, f"shard-{shard.index}.json")
+            with open(job_path, "w") as f:
+                f.write(job.to_json())
+            self.events.emit("shard_planned", shard=shard.index, tuned_at=tuned_at, tasks=list(shard.tasks),
+                             trials_budget=shard.trials, cost=shard.cost)
+            proc = ManagedProcess(f"shard-{shard.index}", python_argv("workbench.client", job_path), self.env,
+                                  os.path.join(self.run_dir, "logs", f"client-{tuned_at}-{shard.index}.log"))
+            proc.start()
+            self.clients.append(proc)
+        self._record_procs()
+        pending = dict(enumerate(self.clients))
+        while pending:
+            if self.stop_requested:
+                raise Stopped()
+            for i, proc in list(pending.items()):
+                code = proc.poll()
+                if code is None:
+                    continue
+                del pending[i]
+                if code != 0:
+                    self.failed_shards.append(f"{tuned_at}/{i}")
+                    self.events.emit("shard_failed", shard=i, tuned_at=tuned_at, exit_code=code,
+                                     log_tail=tail(proc.log_path, 20), log=proc.log_path)
+            health = self.pool.health()
+            if health["tracker_dead"]:
+                raise ProcessError("the RPC tracker died; measured records are kept in the shard databases")
+            if health["servers_dead"] and len(health["servers_dead"]) == health["servers_wanted"]:
+                raise ProcessError(f"all RPC servers died ({', '.join(health['servers_dead'])}); "
+                                   f"see {self.run_dir}/logs")
+            time.sleep(CLIENT_POLL_S)
+
+    def _finish_stage(self, tuned_at: int, stage_dir: str, shards: list[Shard]) -> None:
+        from .models import load_model
+        from .results import compile_with_database, coverage, merge_databases
+        from .shards import extract_tasks
+
+        self._phase("merging", tuned_at=tuned_at)
+        merged = merge_databases([os.path.join(stage_dir, f"shard-{s.index}") for s in shards],
+                                 os.path.join(stage_dir, "merged"))
+        self.events.emit("merged", tuned_at=tuned_at, records=merged.records, workloads=merged.workloads,
+                         path=merged.path)
+        self._phase("compiling", tuned_at=tuned_at)
+        model = load_model(self.spec.model, self.spec.input_shape)
+        target = self.target.build()
+        t0 = time.time()
+        tuned = compile_with_database(model.mod, target, merged.path, os.path.join(stage_dir, "tuned.so"))
+        untuned_path = os.path.join(self.run_dir, "untuned.so")
+        if not os.path.exists(untuned_path):
+            compile_with_database(model.mod, target, None, untuned_path)
+        cov = coverage(merged.path, extract_tasks(model.mod, target), target)
+        self.events.emit("compiled", tuned_at=tuned_at, path=tuned, seconds=round(time.time() - t0, 2),
+                         tasks_tuned=sum(cov.values()), tasks_total=len(cov),
+                         untuned_tasks=[k for k, v in cov.items() if not v])
+        self._phase("verifying", tuned_at=tuned_at)
+        from .sweep import infer_at
+
+        rows = infer_at(self.run_dir, tuned_at, {"tuned": tuned, "untuned": untuned_path}, model,
+                        self.target, self.daemon, self.env, reference=untuned_path)
+        by = {r["name"]: r for r in rows}
+        t, u = by["tuned"], by["untuned"]
+        self.events.emit("verified", tuned_at=tuned_at, match=t.get("match"), max_abs_err=t.get("max_abs_err"),
+                         rel_err=t.get("rel_err"), finite=t.get("finite"))
+        self.events.emit("timed", tuned_at=tuned_at, tuned_ms=t["latency_ms_median"], tuned_iqr_ms=t["latency_ms_iqr"],
+                         untuned_ms=u["latency_ms_median"], untuned_iqr_ms=u["latency_ms_iqr"],
+                         speedup=u["latency_ms_median"] / t["latency_ms_median"], sm_count=t.get("sm_count"),
+                         records=merged.records)
+        results = store.read_json(os.path.join(self.run_dir, store.RESULTS_FILE), []) or []
+        results = [r for r in results if r.get("tuned_at") != tuned_at]
+        results.append({"tuned_at": tuned_at, "model": self.spec.model, "target": self.target.kind,
+                        "tuned_ms": t["latency_ms_median"], "untuned_ms": u["latency_ms_median"],
+                        "speedup": u["latency_ms_median"] / t["latency_ms_median"], "match": t.get("match"),
+                        "max_abs_err": t.get("max_abs_err"), "records": merged.records,
+                        "tasks_tuned": sum(cov.values()), "tasks_total": len(cov), "library": tuned})
+        store.write_json(os.path.join(self.run_dir, store.RESULTS_FILE), results)
+
+    def _cleanup(self) -> None:
+        for proc in self.clients:
+            proc.stop()
+        if self.pool is not None:
+            self.pool.stop()
+        if self.daemon is not None:
+            self.daemon.stop()
+        self._record_procs()
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    resume = "--resume" in argv
+    args = [a for a in argv if a != "--resume"]
+    if len(args) != 1:
+        sys.exit("usage: python -m workbench.supervisor RUN_DIR [--resume]")
+    status = Supervisor(os.path.abspath(args[0]), resume=resume).run()
+    sys.exit(0 if status in ("done", "partial", "stopped") else 1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,101 @@
+"""Latency versus resource: time compiled models in worker processes, each under one slice."""
+from __future__ import annotations
+
+import json
+import os
+
+import pandas as pd
+
+from . import store
+from .events import EventWriter
+from .hardware import TargetSpec, detect
+from .mps import MpsDaemon
+from .procs import ManagedProcess, ProcessError, python_argv, tail
+from .slices import bind
+from .spec import Slice, TuneSpec
+
+INFER_TIMEOUT_S = 600.0
+SWEEP_FILE = "sweep.csv"
+
+
+def infer_at(run_dir: str, percent: int, libs: dict[str, str], model, target: TargetSpec,
+             daemon: MpsDaemon | None, env: dict[str, str], reference: str | None = None,
+             timeout: float = INFER_TIMEOUT_S) -> list[dict]:
+    """Run `workbench.infer` under slice `percent` on `libs`; return one result dict per library."""
+    folder = os.path.join(run_dir, "infer")
+    os.makedirs(folder, exist_ok=True)
+    binding = bind(target.kind, Slice(percent), sorted(os.sched_getaffinity(0)), 0, daemon)
+    tag = f"{percent}-{'-'.join(sorted(libs))}"
+    out = os.path.join(folder, f"result-{tag}.json")
+    job = {"device": target.device_type, "libs": libs, "reference": reference, "input_shape": list(model.input_shape),
+           "dtype": model.dtype, "slice_percent": percent, "out": out,
+           "min_repeat_ms": 20 if target.kind == "cuda" else 50}
+    job_path = os.path.join(folder, f"job-{tag}.json")
+    with open(job_path, "w") as f:
+        json.dump(job, f)
+    if os.path.exists(out):
+        os.remove(out)
+    proc = ManagedProcess(f"infer-{percent}", python_argv("workbench.infer", job_path), {**env, **binding.env},
+                          os.path.join(run_dir, "logs", f"infer-{tag}.log"), cpu_affinity=binding.cores or None)
+    proc.start()
+    code = proc.wait(timeout)
+    if code is None:
+        proc.stop()
+        raise ProcessError(f"inference at {percent}% took longer than {timeout:.0f} s; killed")
+    proc.stop()
+    if code != 0 or not os.path.exists(out):
+        raise ProcessError(f"inference at {percent}% failed (exit {code}):\n{tail(proc.log_path)}")
+    with open(out) as f:
+        rows = json.load(f)
+    for row in rows:
+        row.update(binding.to_dict())
+    return rows
+
+
+def sweep_run(run_dir: str, slices: list[int], daemon: MpsDaemon | None = None, events: EventWriter | None = None,
+              should_stop=lambda: False) -> pd.DataFrame:
+    """Time every tuned model of a run at every slice; write sweep.csv and `sweep_point` events."""
+    from .models import load_model
+
+    spec = TuneSpec.from_dict(store.read_json(os.path.join(run_dir, store.SPEC_FILE)))
+    plan = store.read_json(os.path.join(run_dir, store.PLAN_FILE))
+    target = TargetSpec.from_dict(plan["target"])
+    events = events or EventWriter(os.path.join(run_dir, "events.jsonl"), "sweep")
+    libs = {str(p): os.path.join(run_dir, "stages", str(p), "tuned.so") for p in spec.slices}
+    libs = {k: v for k, v in libs.items() if os.path.exists(v)}
+    if not libs:
+        raise ProcessError(f"run {os.path.basename(run_dir)} has no tuned model yet; nothing to sweep")
+    own_daemon = None
+    if daemon is None and target.kind == "cuda" and any(p < 100 for p in slices):
+        hw = detect()
+        own_daemon = daemon = MpsDaemon(os.path.join(run_dir, "mps-sweep"), hw.gpus[0].uuid if hw.gpus else None)
+        daemon.start()
+        events.emit("mps", started=daemon.started, reason=daemon.reason, pipe_dir=daemon.pipe_dir)
+    model = load_model(spec.model, spec.input_shape)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CUDA_MPS_")}
+    rows = []
+    try:
+        for percent in slices:
+            if should_stop():
+                break
+            for r in infer_at(run_dir, percent, libs, model, target, daemon, env):
+                row = {"model": spec.model, "tuned_at": int(r["name"]), "inferred_at": percent,
+                       "latency_ms_median": r["latency_ms_median"], "latency_ms_iqr": r["latency_ms_iqr"],
+                       "sm_count": r.get("sm_count"), "cores": r.get("cores"),
+                       "slice_applied": r["slice_applied"], "slicing": r["slicing"], "reason": r["reason"]}
+                rows.append(row)
+                events.emit("sweep_point", **row)
+    finally:
+        if own_daemon is not None:
+            own_daemon.stop()
+    df = pd.DataFrame(rows)
+    old = os.path.join(run_dir, SWEEP_FILE)
+    if os.path.exists(old) and len(df):
+        prev = pd.read_csv(old)
+        keep = ~prev.set_index(["tuned_at", "inferred_at"]).index.isin(df.set_index(["tuned_at", "inferred_at"]).index)
+        df = pd.concat([prev[keep], df], ignore_index=True)
+    if len(df):
+        tmp = old + ".tmp"
+        df.sort_values(["tuned_at", "inferred_at"]).to_csv(tmp, index=False)
+        os.replace(tmp, old)
+    return df

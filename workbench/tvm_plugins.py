@@ -1,0 +1,128 @@
+"""MetaSchedule plug-ins: a builder whose workers live across batches, a .so export, a progress callback.
+
+Stock `LocalBuilder` starts fresh worker processes for every batch, and each pays the ~20 s import
+of TVM's tensor intrinsics (notes, section 8). `PersistentBuilder` keeps one pool for the whole
+tune. Exporting a linked `.so` moves the g++ link from the (serial) RPC server into the
+(parallel) builder workers.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from collections.abc import Callable
+
+from tvm.ir.utils import derived_object
+from tvm.s_tir import meta_schedule as ms
+from tvm.s_tir.meta_schedule.builder import BuilderInput, BuilderResult, PyBuilder
+from tvm.s_tir.meta_schedule.builder.local_builder import _serialize_params, _worker_func
+from tvm.support.popen_pool import PopenPoolExecutor, StatusKind
+
+
+def export_so(rt_mod) -> str:
+    """Export a built candidate as a linked shared library (no linking needed where it is loaded)."""
+    path = os.path.join(tempfile.mkdtemp(prefix="wb-build-"), "tvm_tmp_mod.so")
+    rt_mod.export_library(path)
+    return path
+
+
+def warm_worker() -> None:
+    """Pay the one-time imports when the worker starts, not inside the first build's timeout."""
+    import tvm.s_tir.tensor_intrin  # noqa: F401  (registers tensor intrinsics used by default_build)
+
+
+@derived_object
+class PersistentBuilder(PyBuilder):
+    """LocalBuilder semantics with one long-lived worker pool."""
+
+    def __init__(self, max_workers: int, timeout_sec: float = 60.0, f_export: Callable | None = export_so,
+                 maximum_process_uses: int = 500) -> None:
+        super().__init__()
+        self.max_workers = max_workers
+        self.timeout_sec = timeout_sec
+        self.f_export = f_export
+        self.pool = PopenPoolExecutor(max_workers=max_workers, timeout=timeout_sec, initializer=warm_worker,
+                                      maximum_process_uses=maximum_process_uses)
+
+    def build(self, build_inputs: list[BuilderInput]) -> list[BuilderResult]:
+        results: list[BuilderResult] = []
+        args = [(None, self.f_export, b.mod, b.target, _serialize_params(b.params)) for b in build_inputs]
+        for res in self.pool.map_with_error_catching(lambda x: _worker_func(*x), args):
+            if res.status == StatusKind.COMPLETE:
+                results.append(BuilderResult(res.value, None))
+            elif res.status == StatusKind.TIMEOUT:
+                results.append(BuilderResult(None, f"PersistentBuilder: timeout after {self.timeout_sec} s"))
+            else:
+                results.append(BuilderResult(None, f"PersistentBuilder: exception\n{res.value}"))
+        return results
+
+    def shutdown(self) -> None:
+        self.pool.shutdown()
+
+
+def make_builder(kind: str, workers: int, timeout_sec: float):
+    """'persistent' (workbench) or 'local' (stock LocalBuilder, a fresh pool per batch)."""
+    if kind == "local":
+        return ms.builder.LocalBuilder(max_workers=workers, timeout_sec=timeout_sec)
+    return PersistentBuilder(max_workers=workers, timeout_sec=timeout_sec)
+
+
+def _costs(builder_results, runner_results) -> tuple[list[float | None], int, int, list[str]]:
+    costs: list[float | None] = []
+    build_err = run_err = 0
+    errors: list[str] = []
+    for br, rr in zip(builder_results, runner_results):
+        if br.error_msg:
+            build_err += 1
+            costs.append(None)
+            errors.append("build: " + br.error_msg.strip().splitlines()[-1][:200])
+        elif rr.error_msg:
+            run_err += 1
+            costs.append(None)
+            errors.append("run: " + rr.error_msg.strip().splitlines()[-1][:200])
+        else:
+            secs = [float(v) for v in rr.run_secs]
+            costs.append(sum(secs) / len(secs))
+    return costs, build_err, run_err, errors
+
+
+@derived_object
+class ProgressCallback(ms.measure_callback.PyMeasureCallback):
+    """Emits one `batch` event per measured batch (after the defaults committed it to the database)."""
+
+    def __init__(self, emit: Callable[..., object], shard: int, tuned_at: int, trials_budget: int,
+                 trials_offset: dict[str, int] | None = None, best_offset: dict[str, float] | None = None) -> None:
+        self.emit = emit
+        self.shard = shard
+        self.tuned_at = tuned_at
+        self.trials_budget = trials_budget
+        self.trials: dict[str, int] = dict(trials_offset or {})
+        self.best: dict[str, float] = dict(best_offset or {})
+        self.weights: dict[str, float] = {}
+        self.build_errors: dict[str, int] = {}
+        self.run_errors: dict[str, int] = {}
+        self.t0 = time.time()
+
+    def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results) -> None:
+        rec = task_scheduler.tasks_[task_id]
+        name, flop = rec.ctx.task_name, float(rec.flop)
+        self.weights[name] = float(rec.task_weight)
+        costs, build_err, run_err, errors = _costs(builder_results, runner_results)
+        ok = [c for c in costs if c is not None]
+        if ok:
+            self.best[name] = min(ok + ([self.best[name]] if name in self.best else []))
+        self.trials[name] = self.trials.get(name, 0) + len(measure_candidates)
+        self.build_errors[name] = self.build_errors.get(name, 0) + build_err
+        self.run_errors[name] = self.run_errors.get(name, 0) + run_err
+        best = self.best.get(name)
+        est = sum(self.weights.get(n, 1.0) * b for n, b in self.best.items())
+        self.emit("batch", shard=self.shard, tuned_at=self.tuned_at, task=name, task_id=int(task_id),
+                  weight=self.weights[name], flop=flop, batch_size=len(measure_candidates),
+                  trials_done=self.trials[name], trials_budget=self.trials_budget,
+                  shard_trials_done=sum(self.trials.values()),
+                  latest_us=[None if c is None else round(c * 1e6, 3) for c in costs],
+                  best_us=None if best is None else round(best * 1e6, 3),
+                  best_gflops=None if not best else round(flop / best / 1e9, 3),
+                  build_errors=self.build_errors[name], run_errors=self.run_errors[name],
+                  errors=errors[:2], est_shard_us=round(est * 1e6, 3),
+                  shard_tasks_measured=len(self.best), shard_tasks=len(task_scheduler.tasks_))
