@@ -34,6 +34,7 @@ class ShardJob:
     num_threads: int
     runner: str = "rpc"  # rpc | local (stock measurement in-process)
     builder: str = "persistent"  # persistent | local (stock LocalBuilder)
+    prewarm: bool = False  # start builder workers during client start-up (pays off with spare cores)
 
     def to_json(self) -> str:
         d = {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -89,6 +90,27 @@ def previous_progress(database, contexts) -> tuple[dict[str, int], dict[str, flo
     return trials, best
 
 
+def wait_for_servers(job: ShardJob, timeout: float = 300.0) -> None:
+    """Block until the tracker lists the job's servers (a key with no server would hang tuning)."""
+    import time
+
+    from .servers import count_servers, tracker_summary
+
+    host, port, key = job.tracker
+    deadline = time.monotonic() + timeout
+    have = 0
+    while time.monotonic() < deadline:
+        try:
+            have = count_servers(tracker_summary(host, port), key)
+        except Exception:  # noqa: BLE001 - the tracker may still be starting
+            have = 0
+        if have >= job.runner_workers:
+            return
+        time.sleep(0.5)
+    raise TimeoutError(f"only {have} of {job.runner_workers} RPC servers registered under key {key!r} at "
+                       f"{host}:{port} within {timeout:.0f} s")
+
+
 def run(job: ShardJob) -> int:
     logging.getLogger("tvm.s_tir.meta_schedule").setLevel(logging.WARNING)
     from tvm.s_tir import meta_schedule as ms
@@ -99,54 +121,60 @@ def run(job: ShardJob) -> int:
 
     events = EventWriter(job.events_path, f"shard-{job.shard}@{job.tuned_at}")
     os.makedirs(job.work_dir, exist_ok=True)
-    target = job.target.build()
-    model = load_model(job.spec.model, job.spec.input_shape)
-    by_name = {t.task_name: t for t in extract_tasks(model.mod, target)}
-    missing = [n for n in job.tasks if n not in by_name]
-    if missing:
-        events.emit("error", where=f"shard {job.shard}", message=f"tasks not found in the model: {missing}")
-        return 3
-    mine = [by_name[n] for n in job.tasks]
-    contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
-        mine, work_dir=job.work_dir, space="post-order-apply", strategy=job.spec.strategy,
-        num_threads=job.num_threads, seed=job.spec.seed)
-    good_ctx, good_w = [], []
-    for ctx, w in zip(contexts, weights):
-        try:
-            ctx.generate_design_space()
-        except Exception as err:  # noqa: BLE001 - e.g. ScheduleError in a schedule rule
-            events.emit("task_skipped", shard=job.shard, tuned_at=job.tuned_at, task=ctx.task_name,
-                        reason=str(err).strip().splitlines()[-1][:300] if str(err).strip() else type(err).__name__)
-            continue
-        good_ctx.append(ctx)
-        good_w.append(w)
-    if not good_ctx:
-        events.emit("shard_finished", shard=job.shard, tuned_at=job.tuned_at, trials_done=0, exit_code=0,
-                    note="no tunable task in this shard")
-        return 0
-    database = ms.database.JSONDatabase(work_dir=job.work_dir)
-    done, best = previous_progress(database, good_ctx)
-    remaining = max(0, job.trials - sum(done.values()))
-    progress = ProgressCallback(events.emit, job.shard, job.tuned_at, job.trials, done, best)
-    progress.weights.update({c.task_name: float(w) for c, w in zip(good_ctx, good_w)})
-    events.emit("shard_started", shard=job.shard, tuned_at=job.tuned_at, pid=os.getpid(),
-                tasks=[c.task_name for c in good_ctx], trials_budget=job.trials, trials_resumed=sum(done.values()))
-    if remaining == 0:
-        events.emit("shard_finished", shard=job.shard, tuned_at=job.tuned_at, trials_done=sum(done.values()),
-                    exit_code=0, note="budget already spent (resumed)")
-        return 0
     builder = make_builder(job.builder, job.builder_workers, timeout_sec=max(30, job.spec.measure_timeout_s))
-    callbacks = list(ms.measure_callback.MeasureCallback.create("default")) + [progress]
-    cost_model = ms.cost_model.CostModel.create(job.spec.cost_model, num_tuning_cores=job.num_threads) \
-        if job.spec.cost_model == "xgb" else job.spec.cost_model
-    seed = -1 if job.spec.seed is None else job.spec.seed
-    with ms.Profiler() as profiler:
-        ms.tune_tasks(tasks=good_ctx, task_weights=good_w, work_dir=job.work_dir, max_trials_global=remaining,
-                      num_trials_per_iter=job.spec.trials_per_batch, builder=builder, runner=make_runner(job),
-                      database=database, cost_model=cost_model, measure_callbacks=callbacks,
-                      task_scheduler=ms.task_scheduler.GradientBased(seed=seed))
-    if hasattr(builder, "shutdown"):
-        builder.shutdown()
+    if hasattr(builder, "prewarm") and job.prewarm:
+        builder.prewarm()
+    try:
+        target = job.target.build()
+        model = load_model(job.spec.model, job.spec.input_shape)
+        by_name = {t.task_name: t for t in extract_tasks(model.mod, target)}
+        missing = [n for n in job.tasks if n not in by_name]
+        if missing:
+            events.emit("error", where=f"shard {job.shard}", message=f"tasks not found in the model: {missing}")
+            return 3
+        mine = [by_name[n] for n in job.tasks]
+        contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
+            mine, work_dir=job.work_dir, space="post-order-apply", strategy=job.spec.strategy,
+            num_threads=job.num_threads, seed=job.spec.seed)
+        good_ctx, good_w = [], []
+        for ctx, w in zip(contexts, weights):
+            try:
+                ctx.generate_design_space()
+            except Exception as err:  # noqa: BLE001 - e.g. ScheduleError in a schedule rule
+                events.emit("task_skipped", shard=job.shard, tuned_at=job.tuned_at, task=ctx.task_name,
+                            reason=str(err).strip().splitlines()[-1][:300] if str(err).strip() else type(err).__name__)
+                continue
+            good_ctx.append(ctx)
+            good_w.append(w)
+        if not good_ctx:
+            events.emit("shard_finished", shard=job.shard, tuned_at=job.tuned_at, trials_done=0, exit_code=0,
+                        note="no tunable task in this shard")
+            return 0
+        database = ms.database.JSONDatabase(work_dir=job.work_dir)
+        done, best = previous_progress(database, good_ctx)
+        remaining = max(0, job.trials - sum(done.values()))
+        progress = ProgressCallback(events.emit, job.shard, job.tuned_at, job.trials, done, best)
+        progress.weights.update({c.task_name: float(w) for c, w in zip(good_ctx, good_w)})
+        events.emit("shard_started", shard=job.shard, tuned_at=job.tuned_at, pid=os.getpid(),
+                    tasks=[c.task_name for c in good_ctx], trials_budget=job.trials, trials_resumed=sum(done.values()))
+        if remaining == 0:
+            events.emit("shard_finished", shard=job.shard, tuned_at=job.tuned_at, trials_done=sum(done.values()),
+                        exit_code=0, note="budget already spent (resumed)")
+            return 0
+        if job.runner == "rpc":
+            wait_for_servers(job)
+        callbacks = list(ms.measure_callback.MeasureCallback.create("default")) + [progress]
+        cost_model = ms.cost_model.CostModel.create(job.spec.cost_model, num_tuning_cores=job.num_threads) \
+            if job.spec.cost_model == "xgb" else job.spec.cost_model
+        seed = -1 if job.spec.seed is None else job.spec.seed
+        with ms.Profiler() as profiler:
+            ms.tune_tasks(tasks=good_ctx, task_weights=good_w, work_dir=job.work_dir, max_trials_global=remaining,
+                          num_trials_per_iter=job.spec.trials_per_batch, builder=builder, runner=make_runner(job),
+                          database=database, cost_model=cost_model, measure_callbacks=callbacks,
+                          task_scheduler=ms.task_scheduler.GradientBased(seed=seed))
+    finally:
+        if hasattr(builder, "shutdown"):
+            builder.shutdown()
     phases = {k: round(float(v), 3) for k, v in profiler.get().items()}
     events.emit("shard_finished", shard=job.shard, tuned_at=job.tuned_at,
                 trials_done=sum(progress.trials.values()), exit_code=0, profile_s=phases)

@@ -69,6 +69,26 @@ def start_supervisor(run_dir: str, resume: bool = False) -> int:
     return pid
 
 
+def start_sweep(run_dir: str, slices: list[int]) -> int:
+    """Start `python -m workbench.sweep RUN_DIR SLICES` detached; its pid is kept in procs.json."""
+    from .spec import parse_slices
+
+    slices = list(parse_slices(slices, "sweep_slices"))
+    r = Run(run_dir)
+    if r.status in ("running", "starting"):
+        raise SpecError("sweep_slices", f"run {r.id} is still tuning; sweep it when it has finished")
+    if r.sweeping:
+        raise SpecError("sweep_slices", f"a sweep of run {r.id} is already running")
+    if not len(r.results):
+        raise SpecError("run", f"run {r.id} has no tuned model to sweep")
+    argv = [sys.executable, "-m", "workbench.sweep", run_dir, ",".join(map(str, slices))]
+    pid = spawn_detached(argv, os.path.join(run_dir, "logs", "sweep.log"), dict(os.environ))
+    procs = store.read_json(os.path.join(run_dir, store.PROCS_FILE), {}) or {}
+    procs["sweeper"] = pid
+    store.write_json(os.path.join(run_dir, store.PROCS_FILE), procs)
+    return pid
+
+
 def tune(spec: TuneSpec | None = None, *, home: str | None = None, runner: str = "rpc",
          builder: str = "persistent", sessions: str = "persistent", **fields) -> Run:
     """Validate and plan `spec` (or TuneSpec(**fields)), start its run in the background, return the Run."""

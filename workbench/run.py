@@ -39,6 +39,12 @@ class Run:
         self._events.extend(new)
         return new
 
+    @property
+    def event_count(self) -> int:
+        """How many events have been read so far (polls first): a cheap 'did anything change' cursor."""
+        self.poll_events()
+        return len(self._events)
+
     def _all(self, kind: str | None = None) -> list[dict[str, Any]]:
         self.poll_events()
         return self._events if kind is None else [e for e in self._events if e["kind"] == kind]
@@ -46,6 +52,10 @@ class Run:
     @property
     def events(self) -> pd.DataFrame:
         return pd.DataFrame(self._all())
+
+    def event_list(self, kind: str | None = None) -> list[dict[str, Any]]:
+        """All events so far as plain dicts (optionally of one kind)."""
+        return list(self._all(kind))
 
     def follow(self, timeout: float | None = None, poll: float = 0.25) -> Iterator[dict[str, Any]]:
         """Yield events as they arrive, from the start, until the run finishes (or `timeout`)."""
@@ -109,6 +119,18 @@ class Run:
         fin = self._finished_event()
         return fin.get("message", "") if fin else ""
 
+    @property
+    def sweeping(self) -> bool:
+        """True while a background sweep (Run.start_sweep) is running."""
+        pid = self._procs().get("sweeper")
+        return bool(pid) and group_alive(pid)
+
+    def start_sweep(self, slices: list[int] | tuple[int, ...]) -> None:
+        """Time this run's tuned models at `slices` in a detached process; sweep_point events follow."""
+        from .launch import start_sweep
+
+        start_sweep(self.dir, list(slices))
+
     def stop(self, timeout: float = 5.0) -> str:
         """Ask the supervisor to stop everything; force-kill whatever is left after `timeout`."""
         procs = self._procs()
@@ -118,7 +140,7 @@ class Run:
             deadline = time.monotonic() + timeout
             while time.monotonic() < deadline and group_alive(pid):
                 time.sleep(0.1)
-        for pgid in [pid, *self._procs().get("groups", [])]:
+        for pgid in [pid, procs.get("sweeper"), *self._procs().get("groups", [])]:
             if pgid and group_alive(pgid):
                 stop_group(pgid, term_timeout=0.5, kill_timeout=1.0)
         pipe = self._procs().get("mps_pipe")

@@ -127,13 +127,11 @@ class ServerPool:
                                    f"`python -m tvm.exec.query_rpc_tracker --host {host} --port {port}`") from None
             return
         self.tracker = Tracker(self.host, os.path.join(self.run_dir, "logs", "tracker.log"), self.env)
-        self.tracker.start()
-        self.tracker.wait_ready(READY_TIMEOUT_S)
+        self.tracker.start()  # readiness is awaited in wait_servers(), so that start-ups overlap
 
-    def start_servers(self, specs: list[ServerSpec], timeout: float = READY_TIMEOUT_S) -> None:
-        """Start one server per spec and wait until the tracker lists all of them (plus any external)."""
+    def start_servers(self, specs: list[ServerSpec]) -> list["RPCServer"]:
+        """Start one server per spec without waiting (they retry until the tracker answers)."""
         host, port = self.tracker_addr
-        before = count_servers(tracker_summary(host, port), self.key) if self.external else 0
         started = []
         for spec in specs:
             server = RPCServer(spec, self.host, (host, port),
@@ -142,8 +140,15 @@ class ServerPool:
             server.start()
             self.servers.append(server)
             started.append(server)
+        return started
+
+    def wait_servers(self, started: list["RPCServer"], timeout: float = READY_TIMEOUT_S) -> None:
+        """Wait until the tracker answers and lists every started server; raise with log tails if not."""
+        if self.tracker is not None and self.tracker.status.value != "running":
+            self.tracker.wait_ready(timeout)
+        host, port = self.tracker_addr
         deadline = time.monotonic() + timeout
-        want = before + len(started)
+        want = len(started)
         while True:
             for server in started:
                 if server.poll() is not None:

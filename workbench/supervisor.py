@@ -123,6 +123,8 @@ class Supervisor:
             ok = self.daemon.start()
             self.events.emit("mps", started=ok, reason=self.daemon.reason, pipe_dir=self.daemon.pipe_dir)
             self._record_procs()
+        if self.local_runner:
+            return  # stock measurement inside each client: no tracker, no servers
         external = parse_tracker(self.spec.tracker) if self.spec.tracker else None
         self.pool = ServerPool(self.run_dir, self.spec.host, self.env, key=f"wb-{os.getpid()}",
                                device=self.target.device_type, external=external,
@@ -134,18 +136,33 @@ class Supervisor:
         sl = Slice(percent, self.spec.pinned_mem_mb)
         return [bind(self.target.kind, sl, self.cores, i, self.daemon) for i in range(self.spec.servers)]
 
+    @property
+    def local_runner(self) -> bool:
+        return self.plan.get("runner", "rpc") == "local"
+
     def _tune_stage(self, tuned_at: int) -> None:
-        assert self.pool is not None
         stage_dir = os.path.join(self.run_dir, "stages", str(tuned_at))
         os.makedirs(stage_dir, exist_ok=True)
+        shards = [Shard.from_dict(d) for d in self.plan["shards"]]
+        if self.local_runner:
+            self._phase("tuning", tuned_at=tuned_at)
+            self._start_clients(tuned_at, stage_dir, shards)
+            self._wait_clients(tuned_at)
+            self._finish_stage(tuned_at, stage_dir, shards)
+            return
+        assert self.pool is not None
         self._phase("servers", tuned_at=tuned_at)
         key = f"{self.pool.key}-{tuned_at}" if not self.spec.tracker else self.pool.key
+        started = []
         if not self.spec.tracker:
             self.pool.key = key
-            specs = [ServerSpec(i, key, b) for i, b in enumerate(self._bindings(tuned_at))]
-            self.pool.start_servers(specs)
+            started = self.pool.start_servers([ServerSpec(i, key, b) for i, b in enumerate(self._bindings(tuned_at))])
+        self._phase("tuning", tuned_at=tuned_at)
+        self._start_clients(tuned_at, stage_dir, shards)  # clients start up while servers do
+        if started:
+            self.pool.wait_servers(started)
             self._record_procs()
-            for server in self.pool.servers:
+            for server in started:
                 info = server.info
                 cores = sorted(os.sched_getaffinity(server.pid)) if server.poll() is None else []
                 self.events.emit("server_ready", server=server.spec.index, tuned_at=tuned_at, port=server.port,
@@ -155,9 +172,7 @@ class Supervisor:
         else:
             self.events.emit("server_ready", server="external", tuned_at=tuned_at, tracker=self.spec.tracker,
                              slice_applied=False, reason="servers are the user's: their slices are not managed here")
-        shards = [Shard.from_dict(d) for d in self.plan["shards"]]
-        self._phase("tuning", tuned_at=tuned_at)
-        self._run_clients(tuned_at, stage_dir, shards)
+        self._wait_clients(tuned_at)
         if not self.spec.tracker:
             self.pool.stop_servers()
             self._record_procs()
@@ -168,29 +183,38 @@ class Supervisor:
         per_client = max(1, len(self.cores) // k)
         return (self.spec.builder_workers or per_client), per_client
 
-    def _run_clients(self, tuned_at: int, stage_dir: str, shards: list[Shard]) -> None:
-        assert self.pool is not None
+    def _start_clients(self, tuned_at: int, stage_dir: str, shards: list[Shard]) -> None:
         builder_workers, threads = self._client_resources()
-        host, port = self.pool.tracker_addr
+        host, port = self.pool.tracker_addr if self.pool else ("", 0)
+        key = self.pool.key if self.pool else ""
         runner_workers = self.spec.servers if not self.spec.tracker else max(1, self.spec.servers)
         self.clients = []
         for shard in shards:
             job = ShardJob(run_dir=self.run_dir, work_dir=os.path.join(stage_dir, f"shard-{shard.index}"),
                            events_path=self.events.path, shard=shard.index, tuned_at=tuned_at,
                            tasks=shard.tasks, trials=shard.trials, spec=self.spec, target=self.target,
-                           tracker=(host, port, self.pool.key), runner_workers=runner_workers,
+                           tracker=(host, port, key), runner_workers=runner_workers,
                            builder_workers=builder_workers, num_threads=threads,
-                           runner=self.plan.get("runner", "rpc"), builder=self.plan.get("builder", "persistent"))
+                           runner=self.plan.get("runner", "rpc"), builder=self.plan.get("builder", "persistent"),
+                           prewarm=len(self.cores) >= 4 * len(shards))
             job_path = os.path.join(stage_dir, f"shard-{shard.index}.json")
             with open(job_path, "w") as f:
                 f.write(job.to_json())
             self.events.emit("shard_planned", shard=shard.index, tuned_at=tuned_at, tasks=list(shard.tasks),
                              trials_budget=shard.trials, cost=shard.cost)
-            proc = ManagedProcess(f"shard-{shard.index}", python_argv("workbench.client", job_path), self.env,
-                                  os.path.join(self.run_dir, "logs", f"client-{tuned_at}-{shard.index}.log"))
+            env, cores = self.env, None
+            if self.local_runner:  # the client measures itself, so it runs under the slice
+                binding = bind(self.target.kind, Slice(tuned_at, self.spec.pinned_mem_mb), self.cores, shard.index,
+                               self.daemon)
+                env, cores = {**self.env, **binding.env}, binding.cores or None
+            proc = ManagedProcess(f"shard-{shard.index}", python_argv("workbench.client", job_path), env,
+                                  os.path.join(self.run_dir, "logs", f"client-{tuned_at}-{shard.index}.log"),
+                                  cpu_affinity=cores)
             proc.start()
             self.clients.append(proc)
         self._record_procs()
+
+    def _wait_clients(self, tuned_at: int) -> None:
         pending = dict(enumerate(self.clients))
         while pending:
             if self.stop_requested:
@@ -204,7 +228,7 @@ class Supervisor:
                     self.failed_shards.append(f"{tuned_at}/{i}")
                     self.events.emit("shard_failed", shard=i, tuned_at=tuned_at, exit_code=code,
                                      log_tail=tail(proc.log_path, 20), log=proc.log_path)
-            health = self.pool.health()
+            health = self.pool.health() if self.pool else {"tracker_dead": False, "servers_dead": []}
             if health["tracker_dead"]:
                 raise ProcessError("the RPC tracker died; measured records are kept in the shard databases")
             if health["servers_dead"] and len(health["servers_dead"]) == health["servers_wanted"]:

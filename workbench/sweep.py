@@ -99,3 +99,35 @@ def sweep_run(run_dir: str, slices: list[int], daemon: MpsDaemon | None = None, 
         df.sort_values(["tuned_at", "inferred_at"]).to_csv(tmp, index=False)
         os.replace(tmp, old)
     return df
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m workbench.sweep RUN_DIR 10,30,100`: a background sweep with start/finish events."""
+    import signal
+    import sys
+    import traceback
+
+    from .spec import parse_slices
+
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 2:
+        sys.exit("usage: python -m workbench.sweep RUN_DIR SLICES")
+    run_dir, slices = os.path.abspath(argv[0]), list(parse_slices(argv[1], "sweep_slices"))
+    events = EventWriter(os.path.join(run_dir, "events.jsonl"), "sweep")
+    stop = {"flag": False}
+    signal.signal(signal.SIGTERM, lambda *_: stop.update(flag=True))
+    events.emit("sweep_started", slices=slices, pid=os.getpid())
+    status, message = "done", ""
+    try:
+        sweep_run(run_dir, slices, events=events, should_stop=lambda: stop["flag"])
+        if stop["flag"]:
+            status = "stopped"
+    except Exception as err:  # noqa: BLE001 - becomes an event
+        status, message = "failed", f"{type(err).__name__}: {err}"
+        events.emit("error", where="sweep", message=message, traceback=traceback.format_exc()[-2000:])
+    events.emit("sweep_finished", status=status, message=message)
+    sys.exit(0 if status != "failed" else 1)
+
+
+if __name__ == "__main__":
+    main()

@@ -31,6 +31,10 @@ def warm_worker() -> None:
     import tvm.s_tir.tensor_intrin  # noqa: F401  (registers tensor intrinsics used by default_build)
 
 
+def _hold(seconds: float) -> None:
+    time.sleep(seconds)
+
+
 @derived_object
 class PersistentBuilder(PyBuilder):
     """LocalBuilder semantics with one long-lived worker pool."""
@@ -43,6 +47,12 @@ class PersistentBuilder(PyBuilder):
         self.f_export = f_export
         self.pool = PopenPoolExecutor(max_workers=max_workers, timeout=timeout_sec, initializer=warm_worker,
                                       maximum_process_uses=maximum_process_uses)
+
+    def prewarm(self) -> None:
+        """Start every worker now (in the background), so their imports overlap the client's start-up.
+
+        Each warm-up task holds its worker briefly, so that every pool thread takes one."""
+        self._warm = [self.pool.submit(_hold, 1.0) for _ in range(self.max_workers)]
 
     def build(self, build_inputs: list[BuilderInput]) -> list[BuilderResult]:
         results: list[BuilderResult] = []

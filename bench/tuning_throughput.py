@@ -1,0 +1,256 @@
+"""Tuning throughput: stock MetaSchedule versus the workbench, side by side in one invocation.
+
+    python bench/tuning_throughput.py --model mlp --trials 64 --configs stock,1x1@100,2x2@50
+
+`stock` is MetaSchedule's own tune_relax recipe in one process: the extracted tasks, stock
+`LocalBuilder` (fresh workers every batch) and `LocalRunner` on the whole device. A config
+`KxS@P` is the workbench with K shard clients, S RPC servers, each server on a P% slice.
+Every config gets the same model, trial budget, batch size, search strategy and seed.
+
+For each config it reports trials per second, wall time, the final model latency (compiled with
+the run's database and timed on the whole device), mean CPU/GPU utilisation while tuning, where
+the clients' time went, and the time until the model first reached the stock run's final latency
+(within 3%): at checkpoints through the run, the records committed so far (databases are
+append-only, and batch events give their times) are compiled and timed on the whole device.
+Results go to bench/results/<name>.json; on a GPU also h200_summary.json style keys.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import shutil
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+
+import workbench as wb  # noqa: E402
+from workbench import store  # noqa: E402
+from workbench.hardware import TargetSpec  # noqa: E402
+from workbench.sweep import infer_at  # noqa: E402
+
+CONFIG_RE = re.compile(r"^(\d+)x(\d+)@(\d+)$")
+TOLERANCE = 1.03
+
+
+def parse_config(text: str) -> dict:
+    if text == "stock":
+        return {"name": "stock", "shards": 1, "servers": 1, "slice": 100, "runner": "local", "builder": "local"}
+    m = CONFIG_RE.match(text)
+    if not m:
+        raise SystemExit(f"bad config {text!r}: use stock or KxS@P, e.g. 2x2@50")
+    k, s, p = map(int, m.groups())
+    return {"name": text, "shards": k, "servers": s, "slice": p, "runner": "rpc", "builder": "persistent"}
+
+
+def tuning_window(events: list[dict]) -> tuple[float, float]:
+    """From the run's start (servers and clients starting included) to its last tuning client's end."""
+    start = min(e["t"] for e in events if e["kind"] == "run_started")
+    end = max(e["t"] for e in events if e["kind"] in ("shard_finished", "shard_failed"))
+    return start, end
+
+
+def steady_rate(events: list[dict]) -> float | None:
+    """Trials per second between the first and the last measured batch (start-up excluded)."""
+    batches = sorted((e["t"], e["batch_size"]) for e in events if e["kind"] == "batch")
+    if len(batches) < 2 or batches[-1][0] <= batches[0][0]:
+        return None
+    return round(sum(n for _, n in batches[1:]) / (batches[-1][0] - batches[0][0]), 4)
+
+
+def utilisation(events: list[dict], t0: float, t1: float) -> dict:
+    tel = [e for e in events if e["kind"] == "telemetry" and t0 <= e["t"] <= t1]
+    cpu = [e["cpu_percent"] for e in tel]
+    gpu = [g["sm_util"] for e in tel for g in e.get("gpus", []) if g.get("sm_util") is not None]
+    src = {g.get("sm_util_source") for e in tel for g in e.get("gpus", [])}
+    return {"cpu_util_mean": round(float(np.mean(cpu)), 1) if cpu else None,
+            "gpu_util_mean": round(float(np.mean(gpu)), 1) if gpu else None,
+            "gpu_util_source": ",".join(sorted(s for s in src if s)) or None}
+
+
+def phase_breakdown(events: list[dict]) -> dict:
+    """Client-side time by MetaSchedule phase, summed over shards, plus client start-up."""
+    out: dict[str, float] = {}
+    planned = {e["shard"]: e["t"] for e in events if e["kind"] == "shard_planned"}
+    for e in events:
+        if e["kind"] == "shard_started":
+            out["client_startup"] = out.get("client_startup", 0.0) + e["t"] - planned.get(e["shard"], e["t"])
+        if e["kind"] == "shard_finished":
+            for k, v in (e.get("profile_s") or {}).items():
+                if "/" not in k or k.startswith("EvoSearch/Evolve/Mutation") or k.startswith("EvoSearch/Sample"):
+                    out[k] = out.get(k, 0.0) + v
+    return {k: round(v, 2) for k, v in sorted(out.items())}
+
+
+def checkpoint_dbs(run: wb.Run, tuned_at: int, times: list[float], out_root: str) -> list[str]:
+    """For each time, a database with the records each shard had committed by then."""
+    events = run.event_list()
+    stage = os.path.join(run.dir, "stages", str(tuned_at))
+    shards = sorted(int(d.split("-")[1]) for d in os.listdir(stage) if re.fullmatch(r"shard-\d+", d))
+    paths = []
+    for i, t in enumerate(times):
+        shard_dirs = []
+        for s in shards:
+            done = [e["shard_trials_done"] for e in events if e["kind"] == "batch" and e["shard"] == s
+                    and e["tuned_at"] == tuned_at and e["t"] <= t]
+            n = max(done) if done else 0
+            d = os.path.join(out_root, f"cp{i}", f"shard-{s}")
+            os.makedirs(d, exist_ok=True)
+            src = os.path.join(stage, f"shard-{s}")
+            shutil.copy(os.path.join(src, "database_workload.json"), d)
+            with open(os.path.join(src, "database_tuning_record.json")) as f:
+                lines = f.readlines()[:n]
+            with open(os.path.join(d, "database_tuning_record.json"), "w") as f:
+                f.writelines(lines)
+            shard_dirs.append(d)
+        paths.append(shard_dirs)
+    return paths
+
+
+def evaluate_checkpoints(run: wb.Run, target: TargetSpec, n: int, work: str) -> list[dict]:
+    """Compile the model from the records committed at n evenly spaced times; time each on the whole device."""
+    from workbench.models import load_model
+    from workbench.results import compile_with_database, merge_databases
+
+    events = run.event_list()
+    t0, _ = tuning_window(events)
+    batch_times = sorted({e["t"] for e in events if e["kind"] == "batch"})
+    picks = sorted({round((len(batch_times) - 1) * (i + 1) / n) for i in range(n)}) if batch_times else []
+    times = [batch_times[i] + 0.01 for i in picks]
+    model = load_model(run.spec.model, run.spec.input_shape)
+    tvm_target = target.build()
+    libs = {}
+    for i, shard_dirs in enumerate(checkpoint_dbs(run, run.spec.slices[0], times, work)):
+        merged = merge_databases(shard_dirs, os.path.join(work, f"cp{i}", "merged"))
+        if merged.records:
+            libs[str(i)] = compile_with_database(model.mod, tvm_target, merged.path, os.path.join(work, f"cp{i}.so"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CUDA_MPS_")}
+    rows = infer_at(work, 100, libs, model, target, None, env) if libs else []
+    by = {r["name"]: r for r in rows}
+    return [{"t_s": round(times[i] - t0, 1), "latency_ms": by[str(i)]["latency_ms_median"] if str(i) in by else None}
+            for i in range(len(times))]
+
+
+def run_config(cfg: dict, args, home: str) -> dict:
+    spec = wb.TuneSpec(model=args.model, target=args.target, slices=(cfg["slice"],), servers=cfg["servers"],
+                       shards=cfg["shards"], trials=args.trials, trials_per_batch=args.batch, seed=args.seed,
+                       sweep_slices=(100,), cost_model=args.cost_model, measure_timeout_s=args.measure_timeout)
+    t_start = time.time()
+    run = wb.tune(spec, home=home, runner=cfg["runner"], builder=cfg["builder"])
+    status = run.wait(timeout=args.run_timeout)
+    if status not in ("done", "partial"):
+        run.stop()
+        return {**cfg, "status": status, "message": run.message, "run": run.id}
+    events = run.event_list()
+    t0, t1 = tuning_window(events)
+    started = min(e["t"] for e in events if e["kind"] == "run_started")
+    trials = sum(e.get("trials_done", 0) for e in events if e["kind"] == "shard_finished")
+    sweep = run.sweep
+    final = sweep[sweep.inferred_at == 100].iloc[0]
+    servers = [e for e in events if e["kind"] == "server_ready"]
+    out = {**cfg, "status": status, "run": run.id, "trials": trials, "wall_s": round(t1 - t0, 1),
+           "launch_to_end_s": round(time.time() - t_start, 1), "trials_per_s": round(trials / (t1 - t0), 4),
+           "steady_trials_per_s": steady_rate(events),
+           "first_batch_s": round(min(e["t"] for e in events if e["kind"] == "batch") - started, 1),
+           "final_latency_ms": float(final.latency_ms_median), "final_latency_iqr_ms": float(final.latency_ms_iqr),
+           "server_sm_counts": [e.get("sm_count") for e in servers],
+           "slice_applied": all(e.get("slice_applied", False) for e in servers) if servers else cfg["slice"] == 100,
+           "phases_s": phase_breakdown(events), **utilisation(events, t0, t1)}
+    if args.checkpoints:
+        target = TargetSpec.from_dict(run.plan["target"])
+        out["checkpoints"] = evaluate_checkpoints(run, target, args.checkpoints,
+                                                  os.path.join(home, "checkpoints", run.id))
+    return out
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", default="mlp-small")
+    p.add_argument("--target", default="auto")
+    p.add_argument("--trials", type=int, default=32)
+    p.add_argument("--batch", type=int, default=16)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--cost-model", default="xgb")
+    p.add_argument("--configs", default="stock,1x1@100,2x2@50")
+    p.add_argument("--checkpoints", type=int, default=4, help="compiled checkpoints per run (0: skip)")
+    p.add_argument("--measure-timeout", type=int, default=60)
+    p.add_argument("--run-timeout", type=float, default=3000)
+    p.add_argument("--home", default=None, help="workbench home for the runs (default: a temp folder)")
+    p.add_argument("--name", default=None, help="result file name (default: <host kind>_<model>)")
+    p.add_argument("--out-dir", default=os.path.join(HERE, "results"))
+    args = p.parse_args()
+
+    import tempfile
+
+    import tvm
+
+    home = args.home or tempfile.mkdtemp(prefix="wb-bench-")
+    hw = wb.detect_hardware()
+    configs = [parse_config(c.strip()) for c in args.configs.split(",")]
+    rows: list[dict] = []
+    name = args.name or f"{'gpu' if hw.gpus else 'cpu'}_{args.model}"
+    path = os.path.join(args.out_dir, f"{name}.json")
+    os.makedirs(args.out_dir, exist_ok=True)
+    for cfg in configs:
+        print(f"--- {cfg['name']}", flush=True)
+        rows.append(run_config(cfg, args, home))
+        print(json.dumps({k: v for k, v in rows[-1].items() if k not in ("phases_s", "checkpoints")}), flush=True)
+        result = {"date": time.strftime("%Y-%m-%d %H:%M"), "machine": hw.describe(hw.default_target),
+                  "cores": hw.ncores, "host": platform.node(), "tvm": tvm.__version__, "model": args.model,
+                  "trials": args.trials, "batch": args.batch, "seed": args.seed, "cost_model": args.cost_model,
+                  "configs": rows, **compare(rows)}
+        with open(path, "w") as f:  # after every config, so a cut-off run still leaves its numbers
+            json.dump(result, f, indent=1, default=str)
+    print_table(result)
+    print(f"\nwritten {path}")
+
+
+def time_to(checkpoints: list[dict] | None, latency: float) -> float | None:
+    for cp in checkpoints or []:
+        if cp["latency_ms"] is not None and cp["latency_ms"] <= latency * TOLERANCE:
+            return cp["t_s"]
+    return None
+
+
+def compare(rows: list[dict]) -> dict:
+    """Ratios of each workbench config over stock, and the best config by trials per second."""
+    stock = next((r for r in rows if r["name"] == "stock" and r.get("status") in ("done", "partial")), None)
+    ok = [r for r in rows if r["name"] != "stock" and r.get("status") in ("done", "partial")]
+    if stock is None or not ok:
+        return {}
+    ref = stock["final_latency_ms"]
+    t_stock = time_to(stock.get("checkpoints"), ref) or stock["wall_s"]
+    for r in rows:
+        if r.get("status") not in ("done", "partial"):
+            continue
+        r["trials_per_s_ratio"] = round(r["trials_per_s"] / stock["trials_per_s"], 3)
+        r["final_latency_ratio"] = round(r["final_latency_ms"] / ref, 4)
+        t = time_to(r.get("checkpoints"), ref)
+        r["time_to_stock_latency_s"] = t
+        r["time_to_same_latency_reduction"] = None if t is None else round(1 - t / t_stock, 3)
+    best = max(ok, key=lambda r: r["trials_per_s"])
+    return {"stock_time_to_final_s": t_stock, "best_config": best["name"],
+            "trials_per_s_ratio": best["trials_per_s_ratio"],
+            "time_to_same_latency_reduction": best["time_to_same_latency_reduction"],
+            "final_latency_ratio": best["final_latency_ratio"]}
+
+
+def print_table(result: dict) -> None:
+    cols = ("name", "trials", "wall_s", "first_batch_s", "trials_per_s", "steady_trials_per_s", "trials_per_s_ratio", "final_latency_ms",
+            "final_latency_ratio", "time_to_stock_latency_s", "cpu_util_mean", "gpu_util_mean")
+    print("\n" + " | ".join(cols))
+    for r in result["configs"]:
+        print(" | ".join(str(r.get(c, r.get("status") if c == "trials" else "")) for c in cols))
+    for k in ("best_config", "trials_per_s_ratio", "time_to_same_latency_reduction", "final_latency_ratio"):
+        if k in result:
+            print(f"{k}: {result[k]}")
+
+
+if __name__ == "__main__":
+    main()

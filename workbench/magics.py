@@ -1,0 +1,175 @@
+"""IPython magics: `%workbench` (panel, attach, runs, stop) and `%tune` (start a run, show its panel).
+
+Loaded by `%load_ext workbench`. This module is the only part of `workbench` that touches IPython and
+the widgets; `import workbench` never imports it. Option values are parsed as numbers or lists,
+never evaluated. Bad values raise UsageError naming the field.
+
+`%unload_ext workbench` removes the magics and stops the panels' live updates; runs that were started
+keep going in the background (re-open them with `%workbench attach RUN`).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, line_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from IPython.display import display
+from traitlets import Bool, Float, Unicode
+
+import workbench
+from workbench.spec import SpecError, TuneSpec
+
+ACTIONS = ("panel", "attach", "runs", "stop")
+_LOADED: list["WorkbenchMagics"] = []
+
+
+def _usage(err: SpecError) -> UsageError:
+    return UsageError(f"{err.field}: {err.message}")
+
+
+def _whole(field: str, text: str | None) -> int | None:
+    if text is None:
+        return None
+    try:
+        return int(text.strip())
+    except ValueError:
+        raise UsageError(f"{field}: must be a whole number, got {text!r}") from None
+
+
+@magics_class
+class WorkbenchMagics(Magics):
+    """`%workbench` and `%tune`; configure with e.g. `%config WorkbenchMagics.refresh_hz = 2`."""
+
+    refresh_hz = Float(4.0, help="how often panels redraw while a run is live (at most 4 per second)").tag(config=True)
+    home = Unicode(None, allow_none=True,
+                   help="workbench home for runs (default: $WORKBENCH_HOME or ~/.workbench)").tag(config=True)
+    show_panel = Bool(True, help="whether %tune shows a panel (override per call with --no-panel)").tag(config=True)
+
+    def __init__(self, shell: Any = None, **kwargs: Any) -> None:
+        super().__init__(shell=shell, **kwargs)
+        self.panels: list[Any] = []
+
+    # -- helpers --------------------------------------------------------------------------------------
+    def _panel(self, run: Any = None, **values: Any) -> Any:
+        from widgets import Panel
+
+        panel = Panel(run, home=self.home, refresh_hz=self.refresh_hz, **values)
+        self.panels.append(panel)
+        display(panel)
+        panel.start()
+        return panel
+
+    def stop_panels(self) -> None:
+        """Stop the live updates of every panel these magics showed (runs keep going)."""
+        for panel in self.panels:
+            panel.stop_updates()
+
+    # -- %workbench -----------------------------------------------------------------------------------
+    @line_magic
+    @magic_arguments()
+    @argument("action", nargs="?", default="panel",
+              help="panel (default: show a new panel), attach RUN (re-open a run), runs (history), stop RUN")
+    @argument("run", nargs="?", help="run id, unique id prefix, 'last', or a run folder (attach, stop)")
+    def workbench(self, line: str = "") -> Any:
+        """Show the tuning panel, re-open a run, list runs or stop one.
+
+        %workbench              show a new panel (fill in the form, press Tune)
+        %workbench attach RUN   show a panel following RUN (running or finished), e.g. after a kernel restart
+        %workbench runs         the history of runs as a DataFrame
+        %workbench stop RUN     stop a run and all its processes
+        """
+        args = parse_argstring(self.workbench, line)
+        if args.action not in ACTIONS:
+            raise UsageError(f"action: must be one of {', '.join(ACTIONS)}, got {args.action!r}")
+        if args.action == "runs":
+            return workbench.list_runs(self.home)
+        if args.action == "panel":
+            if args.run:
+                raise UsageError("run: `%workbench` takes no run; use `%workbench attach RUN`")
+            self._panel()
+            return None
+        if not args.run:
+            raise UsageError(f"run: `%workbench {args.action}` needs a run id, a unique prefix or 'last'")
+        try:
+            run = workbench.open_run(args.run, self.home)
+        except SpecError as err:
+            raise _usage(err) from None
+        if args.action == "stop":
+            return run.stop()
+        self._panel(run)
+        return None
+
+    # -- %tune ----------------------------------------------------------------------------------------
+    @line_magic
+    @magic_arguments()
+    @argument("--model", help="sample model name (see `workbench models`) or a path to an .onnx file")
+    @argument("--input-shape", help="input shape for ONNX models with dynamic dimensions, e.g. 1,3,224,224")
+    @argument("--target", help="auto (GPU if present, else CPU), cpu or cuda")
+    @argument("--slices", help="percentages to tune at, e.g. 25,50,100 (one tuning pass per slice)")
+    @argument("--servers", help="RPC measurement servers per slice")
+    @argument("--shards", help="tuning client processes (the model's tasks are split between them)")
+    @argument("--trials", help="total trial budget per slice")
+    @argument("--trials-per-batch", help="trials measured per batch")
+    @argument("--cost-model", help="xgb or random")
+    @argument("--strategy", help="evolutionary or replay-trace")
+    @argument("--seed", help="random seed (a whole number)")
+    @argument("--sweep", help="after tuning, time the tuned models at these slices, e.g. 10,30,50,100")
+    @argument("--no-panel", action="store_true", help="start the run without showing a panel")
+    def tune(self, line: str = "") -> Any:
+        """Start a tuning run in the background and return its Run; shows a panel following it.
+
+        Options are those of `workbench tune`; unset options take TuneSpec's defaults. Example:
+
+        run = %tune --model mlp --slices 25,50,100 --shards 2 --servers 2 --trials 64
+        """
+        args = parse_argstring(self.tune, line)
+        fields: dict[str, Any] = {}
+        for name in ("model", "input_shape", "target", "slices", "cost_model", "strategy"):
+            value = getattr(args, name)
+            if value is not None:
+                fields[name] = value.strip()
+        for name in ("servers", "shards", "trials", "trials_per_batch", "seed"):
+            value = _whole(name, getattr(args, name))
+            if value is not None:
+                fields[name] = value
+        if args.sweep:
+            fields["sweep_slices"] = args.sweep.strip()
+        try:
+            spec = TuneSpec(**fields)
+            run = workbench.tune(spec, home=self.home)
+        except SpecError as err:
+            raise _usage(err) from None
+        if self.show_panel and not args.no_panel:
+            self._panel(run)
+        return run
+
+
+def load(ip: Any) -> None:
+    """Register the magics (called by `%load_ext workbench`)."""
+    magics = WorkbenchMagics(ip)
+    ip.register_magics(magics)
+    _LOADED.append(magics)
+
+
+def unload(ip: Any) -> None:
+    """Remove the magics and stop every panel's live updates; runs keep going (called by `%unload_ext`)."""
+    try:
+        from widgets import stop_all_updates
+    except ImportError:  # pragma: no cover - widgets are part of the package
+        stop_all_updates = None
+    for magics in list(_LOADED):
+        magics.stop_panels()
+        for kind, table in magics.magics.items():
+            registered = ip.magics_manager.magics.get(kind, {})
+            for name, fn in table.items():
+                if getattr(registered.get(name), "__self__", None) is magics:
+                    del registered[name]
+        registry = getattr(ip.magics_manager, "registry", {})
+        if registry.get(type(magics).__name__) is magics:
+            del registry[type(magics).__name__]
+        if magics in getattr(ip, "configurables", []):
+            ip.configurables.remove(magics)
+        _LOADED.remove(magics)
+    if stop_all_updates is not None:
+        stop_all_updates()
