@@ -5,6 +5,7 @@ O_APPEND write, so writers in several processes do not interleave); read by `Run
 
 Every event has `t` (unix seconds), `kind` and `source`. Kinds and their extra fields:
 
+- launched: resume (written by the launcher the moment it starts a supervisor)
 - run_started: spec, run_id, target, pid
 - phase: phase (planning|servers|tuning|merging|compiling|verifying|timing|sweeping|done), tuned_at
 - hardware: target, device, slicing (mps|cores|none), slice_applied, reason
@@ -21,6 +22,7 @@ Every event has `t` (unix seconds), `kind` and `source`. Kinds and their extra f
 - sweep_point: tuned_at, inferred_at, latency_ms_median, latency_ms_iqr, sm_count, slice_applied
 - telemetry: cpu_percent, mem_percent, gpus (list of {index, sm_util, mem_used_mb, ...}), gpu_note
 - error: message, where
+- sweep_started / sweep_finished: slices | status, message (a background sweep)
 - run_finished: status (done|partial|failed|stopped), message
 """
 from __future__ import annotations

@@ -59,6 +59,10 @@ def spawn_detached(argv: list[str], log_path: str, env: dict[str, str] | None = 
 
 
 def start_supervisor(run_dir: str, resume: bool = False) -> int:
+    from .events import EventWriter
+
+    # Marks the (re)start at once, so that a Run opened now does not read an older run_finished as its end.
+    EventWriter(os.path.join(run_dir, "events.jsonl"), "launcher").emit("launched", resume=resume)
     env = dict(os.environ)
     env["PYTHONUNBUFFERED"] = "1"
     argv = [sys.executable, "-m", "workbench.supervisor", run_dir] + (["--resume"] if resume else [])

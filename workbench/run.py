@@ -87,7 +87,7 @@ class Run:
     # -- state -----------------------------------------------------------------------------------
     def _finished_event(self) -> dict | None:
         done = [e for e in self._events if e["kind"] == "run_finished"]
-        started = [e for e in self._events if e["kind"] == "run_started"]
+        started = [e for e in self._events if e["kind"] in ("launched", "run_started")]
         if done and (not started or done[-1]["t"] >= started[-1]["t"]):
             return done[-1]
         return None
@@ -150,6 +150,7 @@ class Run:
             daemon = MpsDaemon(os.path.dirname(pipe))
             daemon.started = daemon.daemon_pid() is not None
             daemon.stop()
+        self.poll_events()
         if self._finished_event() is None and not self.supervisor_alive():
             from .events import EventWriter
 

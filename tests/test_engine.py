@@ -1,0 +1,156 @@
+"""End to end on the CPU: real tuning, 2 shards x 2 core-sliced RPC servers on loopback."""
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+import psutil
+import pytest
+
+import workbench as wb
+from workbench import store
+from workbench.procs import group_alive
+
+SPEC = dict(model="mlp-small", shards=2, servers=2, slices=(50,), trials=8, trials_per_batch=4,
+            sweep_slices=(50, 100))
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    home = tmp_path_factory.mktemp("home")
+    run = wb.tune(wb.TuneSpec(**SPEC), home=str(home))
+    status = run.wait(timeout=480)
+    assert status == "done", (status, run.message, run.errors().to_dict("records"))
+    return run
+
+
+def _kinds(run):
+    return [e["kind"] for e in run.event_list()]
+
+
+def test_event_log_is_complete(finished_run):
+    run = finished_run
+    kinds = _kinds(run)
+    for kind in ("run_started", "hardware", "server_ready", "shard_planned", "shard_started", "batch",
+                 "shard_finished", "merged", "compiled", "verified", "timed", "sweep_point", "run_finished"):
+        assert kind in kinds, kind
+    assert kinds.count("server_ready") == 2 and kinds.count("shard_finished") == 2
+    batches = run.event_list("batch")
+    for e in batches:
+        for field in ("t", "shard", "task", "trials_done", "trials_budget", "latest_us", "best_us",
+                      "build_errors", "run_errors", "est_shard_us"):
+            assert field in e, field
+    progress = run.progress()
+    assert list(progress.state) == ["finished", "finished"]
+    assert progress.trials_done.sum() == SPEC["trials"] == progress.trials_budget.sum()
+    curve = run.best_curve()
+    assert curve.est_model_us.iloc[-1] > 0 and curve.trials.iloc[-1] == SPEC["trials"]
+
+
+def test_servers_were_sliced_to_disjoint_cores(finished_run):
+    servers = finished_run.event_list("server_ready")
+    assert all(s["slice_applied"] and s["slicing"] == "cores" for s in servers)
+    ncores = len(os.sched_getaffinity(0))
+    if ncores >= 2:
+        cores = [tuple(s["affinity"]) for s in servers]
+        assert all(len(c) == max(1, ncores // 2) for c in cores)
+        assert set(cores[0]).isdisjoint(cores[1])
+    assert all(s["host"] == "127.0.0.1" for s in servers)
+
+
+def test_merged_database_loads_in_stock_tvm_and_compiles(finished_run, tmp_path):
+    merged = os.path.join(finished_run.dir, "stages", "50", "merged")
+    code = f"""
+import numpy as np, tvm
+from tvm import relax
+from tvm.s_tir import meta_schedule as ms
+from workbench.models import load_model
+from workbench.shards import extract_tasks
+db = ms.database.JSONDatabase(work_dir={merged!r}, allow_missing=False)
+assert len(db) == {SPEC['trials']}, len(db)
+m = load_model("mlp-small")
+target = tvm.target.Target({{"kind": "llvm", "num-cores": 1}})
+for t in extract_tasks(m.mod, target):
+    assert db.query_tuning_record(t.dispatched[0], target, workload_name="main") is not None, t.task_name
+ex = ms.relax_integration.compile_relax(db, m.mod, target, params=None)
+vm = relax.VirtualMachine(ex, tvm.cpu())
+x = np.random.default_rng(1).standard_normal(m.input_shape).astype("float32")
+ref = relax.VirtualMachine(tvm.compile(m.mod, target), tvm.cpu())["main"](tvm.runtime.tensor(x)).numpy()
+out = vm["main"](tvm.runtime.tensor(x)).numpy()
+assert np.allclose(out, ref, rtol=1e-4, atol=1e-4), abs(out - ref).max()
+print("ok")
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-2000:]
+
+
+def test_results_and_sweep(finished_run):
+    res = finished_run.results
+    assert len(res) == 1 and bool(res.match.iloc[0]) and res.tuned_at.iloc[0] == 50
+    assert res.tasks_tuned.iloc[0] == res.tasks_total.iloc[0] == 2
+    assert np.isfinite(res.tuned_ms.iloc[0]) and res.tuned_ms.iloc[0] > 0
+    verified = finished_run.event_list("verified")[0]
+    assert verified["match"] and verified["max_abs_err"] < 1e-3
+    sweep = finished_run.sweep
+    assert sorted(sweep.inferred_at) == [50, 100] and (sweep.latency_ms_median > 0).all()
+    assert list(finished_run.slice_matrix().columns) == [50, 100]
+
+
+def test_nothing_left_running_or_listening(finished_run):
+    procs = store.read_json(os.path.join(finished_run.dir, store.PROCS_FILE))
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(group_alive(p) for p in [procs["supervisor"], *procs["groups"]]):
+        time.sleep(0.2)
+    assert not any(group_alive(p) for p in [procs["supervisor"], *procs["groups"]])
+    for e in finished_run.event_list("server_ready"):
+        with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # TIME_WAIT is fine, a listener is not
+            s.bind(("127.0.0.1", e["port"]))
+    leftovers = [p.info for p in psutil.process_iter(["pid", "cmdline"])
+                 if any(finished_run.dir in part for part in (p.info["cmdline"] or []))]
+    assert leftovers == []
+
+
+def test_list_show_and_csv(finished_run, tmp_path):
+    home = os.path.dirname(os.path.dirname(finished_run.dir))
+    runs = wb.list_runs(home)
+    assert finished_run.id in list(runs.id) and runs.set_index("id").loc[finished_run.id, "status"] == "done"
+    out = subprocess.run([sys.executable, "-m", "workbench", "--home", home, "show", finished_run.id[:15]],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "done" in out.stdout and "shards:" in out.stdout, out.stderr
+    paths = finished_run.to_csv(str(tmp_path))
+    assert all(os.path.getsize(p) > 0 for p in paths)
+
+
+def test_stop_then_resume_keeps_records_and_finishes_budget(tmp_path):
+    spec = wb.TuneSpec(model="mlp-small", shards=1, servers=1, slices=(100,), trials=12, trials_per_batch=4)
+    run = wb.tune(spec, home=str(tmp_path))
+    for event in run.follow(timeout=300):
+        if event["kind"] == "batch":
+            break
+    t0 = time.monotonic()
+    assert run.stop() == "stopped"
+    assert time.monotonic() - t0 < 8
+    procs = store.read_json(os.path.join(run.dir, store.PROCS_FILE))
+    assert not any(group_alive(p) for p in [procs["supervisor"], *procs["groups"]])
+    db_dir = os.path.join(run.dir, "stages", "100", "shard-0")
+    with open(os.path.join(db_dir, "database_tuning_record.json")) as f:
+        kept = sum(1 for line in f if line.strip())
+    assert kept >= 4
+    again = wb.resume(run.id, home=str(tmp_path))
+    assert again.wait(timeout=400) == "done", again.message
+    started = again.event_list("shard_started")[-1]
+    assert started["trials_resumed"] == kept
+    with open(os.path.join(db_dir, "database_tuning_record.json")) as f:
+        total = sum(1 for line in f if line.strip())
+    assert kept <= total <= spec.trials + spec.trials_per_batch
+    assert again.progress().trials_done.iloc[-1] == total
+
+
+def test_plan_records_target_and_shards(finished_run):
+    plan = finished_run.plan
+    assert plan["target"]["kind"] == "cpu" and len(plan["shards"]) == 2
+    assert json.loads(json.dumps(plan)) == plan

@@ -1,0 +1,125 @@
+"""Bad input is refused before anything starts, with a message naming the field and what is allowed."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from workbench.shards import TaskInfo, plan_shards, split_budget
+from workbench.spec import Slice, SpecError, TuneSpec, parse_slices, parse_tracker
+
+BAD_SPECS = [
+    ({"slices": (0,)}, "slices", "1 to 100"),
+    ({"slices": (101,)}, "slices", "1 to 100"),
+    ({"slices": "50,50"}, "slices", "once"),
+    ({"slices": "half"}, "slices", "1 to 100"),
+    ({"sweep_slices": (0, 50)}, "sweep_slices", "1 to 100"),
+    ({"servers": 0}, "servers", "1 to 64"),
+    ({"shards": 0}, "shards", "1 to 64"),
+    ({"trials": 0}, "trials", "1 to 100000"),
+    ({"trials": 2, "shards": 3}, "trials", "at least the number of shards"),
+    ({"trials_per_batch": 0}, "trials_per_batch", "1 to 512"),
+    ({"target": "tpu"}, "target", "auto, cpu, cuda"),
+    ({"cost_model": "mlp"}, "cost_model", "xgb, random"),
+    ({"strategy": "grid"}, "strategy", "evolutionary"),
+    ({"tracker": "localhost:9190"}, "tracker", "HOST:PORT:KEY"),
+    ({"tracker": "h:99999:k"}, "tracker", "1 to 65535"),
+    ({"host": "not-an-ip"}, "host", "127.0.0.1"),
+    ({"pinned_mem_mb": 1}, "pinned_mem_mb", ">= 64"),
+    ({"input_shape": "1,x,3"}, "input_shape", "positive integers"),
+    ({"input_shape": (1, 0)}, "input_shape", "positive integers"),
+    ({"model": ""}, "model", "sample model name"),
+    ({"seed": -1}, "seed", "0 to"),
+    ({"measure_timeout_s": 1}, "measure_timeout_s", "5 to 3600"),
+]
+
+
+@pytest.mark.parametrize("fields,field,allowed", BAD_SPECS)
+def test_bad_spec_names_field_and_range(fields, field, allowed):
+    with pytest.raises(SpecError) as err:
+        TuneSpec(**fields)
+    assert err.value.field == field
+    assert allowed in str(err.value)
+
+
+def test_spec_round_trips_through_json():
+    spec = TuneSpec(model="resnet18-small", slices="25,50", sweep_slices=[10, 100], input_shape="1,3,16,16")
+    again = TuneSpec.from_json(spec.to_json())
+    assert again == spec and again.slices == (25, 50) and again.input_shape == (1, 3, 16, 16)
+    with pytest.raises(SpecError) as err:
+        TuneSpec.from_dict({**json.loads(spec.to_json()), "colour": "red"})
+    assert err.value.field == "colour"
+
+
+def test_slice_cores_and_parsers():
+    assert [Slice(p).cores(2) for p in (10, 50, 100)] == [1, 1, 2]
+    assert [Slice(p).cores(16) for p in (10, 25, 50, 100)] == [2, 4, 8, 16]
+    assert parse_slices("25%, 50") == (25, 50)
+    assert parse_tracker("10.0.0.5:9190:h200") == ("10.0.0.5", 9190, "h200")
+    assert TuneSpec(host="0.0.0.0").exposed and not TuneSpec().exposed
+
+
+def test_sharding_balances_cost_and_splits_budget():
+    tasks = [TaskInfo("big", 1, 1000.0, 0), TaskInfo("mid", 1, 600.0, 0), TaskInfo("small", 2, 200.0, 0),
+             TaskInfo("copy", 1, 0.0, 400.0)]
+    shards = plan_shards(tasks, 2, 100)
+    assert sorted(t for s in shards for t in s.tasks) == ["big", "copy", "mid", "small"]
+    assert sum(s.trials for s in shards) == 100
+    costs = [s.cost for s in shards]
+    assert max(costs) / min(costs) < 1.25
+    with pytest.raises(SpecError) as err:
+        plan_shards(tasks, 5, 100)
+    assert err.value.field == "shards" and "(4)" in str(err.value)
+    assert split_budget(10, [1.0, 0.0, 0.0], [1, 1, 1]) == [8, 1, 1]
+    assert sum(split_budget(7, [0.3, 0.3, 0.4], [1, 1, 1])) == 7
+
+
+def test_unknown_model_and_k_above_task_count_refused_before_launch(tmp_path):
+    from workbench import launch
+
+    with pytest.raises(SpecError) as err:
+        launch.plan_run(TuneSpec(model="no-such-model"))
+    assert err.value.field == "model" and "mlp-small" in str(err.value)
+    with pytest.raises(SpecError) as err:
+        launch.tune(TuneSpec(model="mlp-small", shards=3, trials=8), home=str(tmp_path))
+    assert err.value.field == "shards"
+    assert not (tmp_path / "runs").exists() or not list((tmp_path / "runs").iterdir())
+
+
+def _cli(*args, home):
+    return subprocess.run([sys.executable, "-m", "workbench", "--home", str(home), *args],
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["tune", "--slices", "0"], "slices"),
+    (["tune", "--slices", "101"], "slices"),
+    (["tune", "--shards", "0"], "shards"),
+    (["tune", "--trials", "0"], "trials"),
+    (["tune", "--trials", "many"], "--trials must be a whole number"),
+    (["tune", "--model", "nope"], "model"),
+    (["tune", "--model", "/nonexistent/model.onnx"], "model"),
+    (["tune", "--shards", "3", "--trials", "8"], "shards"),
+    (["tune", "--target", "cuda"], "target"),
+    (["show", "no-such-run"], "run"),
+    (["frobnicate"], "invalid choice"),
+])
+def test_cli_bad_input_exits_2_with_one_line(tmp_path, args, needle):
+    proc = _cli(*args, home=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0] and "Traceback" not in proc.stderr
+
+
+def test_cli_models_lists_samples(tmp_path):
+    proc = _cli("models", home=tmp_path)
+    assert proc.returncode == 0
+    names = [line.split()[0] for line in proc.stdout.splitlines()]
+    assert {"mlp", "mlp-small", "resnet18", "mobilenetv2", "bert-layer"} <= set(names)
+
+
+def test_import_is_light():
+    code = ("import sys, workbench; workbench.list_models(); "
+            "bad = [m for m in ('tvm', 'ipywidgets', 'plotly', 'pandas') if m in sys.modules]; print(bad)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
