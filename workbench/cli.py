@@ -31,6 +31,7 @@ def _add_tune_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tracker", help="use an existing RPC tracker HOST:PORT:KEY instead of local servers")
     p.add_argument("--host", default=d.host, help="address servers bind to (default 127.0.0.1)")
     p.add_argument("--sweep", default="", help="after tuning, time the model at these slices, e.g. 10,30,50,100")
+    p.add_argument("--gpus", help="GPU indices to place servers on, e.g. 0,1 (default: all GPUs)")
     p.add_argument("--builder-workers", type=_int("builder-workers"), default=None)
     p.add_argument("--measure-timeout", type=_int("measure-timeout"), default=d.measure_timeout_s)
     p.add_argument("--runner", default="rpc", help=argparse.SUPPRESS)
@@ -184,7 +185,7 @@ def dispatch(args: argparse.Namespace) -> int:
                         trials_per_batch=args.trials_per_batch, cost_model=args.cost_model, strategy=args.strategy,
                         seed=args.seed, tracker=args.tracker, host=args.host,
                         sweep_slices=args.sweep or (), builder_workers=args.builder_workers,
-                        measure_timeout_s=args.measure_timeout)
+                        measure_timeout_s=args.measure_timeout, gpus=args.gpus)
         if spec.exposed:
             print(f"WARNING: servers will listen on {spec.host}: anyone who can reach that address can run code "
                   "on them", file=sys.stderr)

@@ -12,6 +12,7 @@ import sys
 from . import store
 from .hardware import Hardware, detect, resolve_target, target_spec
 from .models import check_model, load_model
+from .placement import choose_gpus
 from .run import Run
 from .shards import extract_tasks, plan_shards, task_info
 from .spec import SpecError, TuneSpec
@@ -36,6 +37,12 @@ def plan_run(spec: TuneSpec, hw: Hardware | None = None, runner: str = "rpc", bu
     check_model(spec.model, spec.input_shape)
     kind = resolve_target(spec.target, hw) if not spec.tracker or spec.target != "auto" else hw.default_target
     tspec = target_spec(kind, hw)
+    if kind == "cuda" and not spec.tracker:
+        gpus = list(choose_gpus(spec.gpus, len(hw.gpus)))
+    elif spec.gpus is not None:
+        raise SpecError("gpus", "GPU indices apply to --target cuda with local servers only")
+    else:
+        gpus = []
     model = load_model(spec.model, spec.input_shape)
     tasks = [task_info(t) for t in extract_tasks(model.mod, tspec.build())]
     if not tasks:
@@ -43,7 +50,7 @@ def plan_run(spec: TuneSpec, hw: Hardware | None = None, runner: str = "rpc", bu
     shards = plan_shards(tasks, spec.shards, spec.trials)
     return {"target": tspec.to_dict(), "tasks": [dataclasses.asdict(t) for t in tasks],
             "shards": [s.to_dict() for s in shards], "runner": runner, "builder": builder,
-            "sessions": sessions, "input_shape": list(model.input_shape), "dtype": model.dtype}
+            "sessions": sessions, "gpus": gpus, "input_shape": list(model.input_shape), "dtype": model.dtype}
 
 
 def spawn_detached(argv: list[str], log_path: str, env: dict[str, str] | None = None) -> int:

@@ -143,10 +143,9 @@ class Run:
         for pgid in [pid, procs.get("sweeper"), *self._procs().get("groups", [])]:
             if pgid and group_alive(pgid):
                 stop_group(pgid, term_timeout=0.5, kill_timeout=1.0)
-        pipe = self._procs().get("mps_pipe")
-        if pipe:
-            from .mps import MpsDaemon
+        from .mps import MpsDaemon
 
+        for pipe in self._procs().get("mps_pipes") or []:
             daemon = MpsDaemon(os.path.dirname(pipe))
             daemon.started = daemon.daemon_pid() is not None
             daemon.stop()

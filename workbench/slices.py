@@ -33,15 +33,19 @@ def cpu_binding(sl: Slice, all_cores: list[int], index: int = 0) -> SliceBinding
     return SliceBinding(sl.percent, "cores", True, f"{n} of {len(all_cores)} cores", env, cores)
 
 
-def gpu_binding(sl: Slice, daemon: MpsDaemon | None) -> SliceBinding:
+def gpu_binding(sl: Slice, daemon: MpsDaemon | None, gpu_uuid: str | None = None) -> SliceBinding:
+    """MPS variables when this GPU's daemon runs (it already sees only its GPU); otherwise the process is
+    pinned to the GPU with CUDA_VISIBLE_DEVICES and gets all of it."""
+    pin = {"CUDA_VISIBLE_DEVICES": gpu_uuid} if gpu_uuid else {}
     if sl.percent == 100 and (daemon is None or not daemon.started):
-        return SliceBinding(100, "none", True, "whole GPU (no MPS needed)")
+        return SliceBinding(100, "none", True, "whole GPU (no MPS needed)", pin)
     if daemon is None or not daemon.started:
         reason = daemon.reason if daemon is not None else "MPS not started"
-        return SliceBinding(sl.percent, "none", False, f"not sliced: {reason}; the process gets the whole GPU")
+        return SliceBinding(sl.percent, "none", False, f"not sliced: {reason}; the process gets the whole GPU", pin)
     return SliceBinding(sl.percent, "mps", True, f"MPS active thread percentage {sl.percent}",
                         daemon.client_env(sl.percent, sl.pinned_mem_mb))
 
 
-def bind(target: str, sl: Slice, all_cores: list[int], index: int, daemon: MpsDaemon | None) -> SliceBinding:
-    return gpu_binding(sl, daemon) if target == "cuda" else cpu_binding(sl, all_cores, index)
+def bind(target: str, sl: Slice, all_cores: list[int], index: int, daemon: MpsDaemon | None,
+         gpu_uuid: str | None = None) -> SliceBinding:
+    return gpu_binding(sl, daemon, gpu_uuid) if target == "cuda" else cpu_binding(sl, all_cores, index)

@@ -118,15 +118,16 @@ class TuneSpec:
     sweep_slices: tuple[int, ...] = ()
     builder_workers: int | None = None
     measure_timeout_s: int = 60
+    gpus: tuple[int, ...] | None = None
     label: str = ""
 
     def __post_init__(self) -> None:
         # Normalise lists to tuples so that JSON round-trips compare equal.
-        for name in ("slices", "sweep_slices", "input_shape"):
+        for name in ("slices", "sweep_slices", "input_shape", "gpus"):
             value = getattr(self, name)
             if isinstance(value, (list, str)):
-                object.__setattr__(self, name, parse_slices(value, name) if name != "input_shape"
-                                   else parse_shape(value))
+                parse = {"input_shape": parse_shape, "gpus": parse_gpus}.get(name)
+                object.__setattr__(self, name, parse(value) if parse else parse_slices(value, name))
         self.validate()
 
     def validate(self) -> None:
@@ -157,6 +158,8 @@ class TuneSpec:
         _check_int("measure_timeout_s", self.measure_timeout_s, 5, 3600)
         if self.input_shape is not None:
             parse_shape(self.input_shape)
+        if self.gpus is not None:
+            parse_gpus(self.gpus)
         if self.trials < self.shards:
             raise SpecError("trials", f"must be at least the number of shards ({self.shards}), got {self.trials}")
 
@@ -175,7 +178,7 @@ class TuneSpec:
         if unknown:
             raise SpecError(unknown[0], f"unknown field; known fields are {', '.join(sorted(known))}")
         data = dict(data)
-        for name in ("slices", "sweep_slices", "input_shape"):
+        for name in ("slices", "sweep_slices", "input_shape", "gpus"):
             if isinstance(data.get(name), list):
                 data[name] = tuple(data[name])
         return cls(**data)
@@ -206,10 +209,28 @@ def parse_shape(value: Any) -> tuple[int, ...]:
     return tuple(out)
 
 
+def parse_gpus(value: Any) -> tuple[int, ...]:
+    """'0,1' or (0, 1) -> GPU indices (non-negative, each once)."""
+    items = value.split(",") if isinstance(value, str) else list(value)
+    out = []
+    for item in items:
+        if isinstance(item, str):
+            item = item.strip()
+            if not item.isdigit():
+                raise SpecError("gpus", f"GPU indices are whole numbers from 0, like 0,1; got {value!r}")
+            item = int(item)
+        if isinstance(item, bool) or not isinstance(item, int) or item < 0:
+            raise SpecError("gpus", f"GPU indices are whole numbers from 0, like 0,1; got {value!r}")
+        out.append(item)
+    if not out or len(set(out)) != len(out):
+        raise SpecError("gpus", f"give each GPU index once, like 0,1; got {value!r}")
+    return tuple(out)
+
+
 def workbench_home() -> str:
     """Where runs live: $WORKBENCH_HOME or ~/.workbench."""
     return os.path.abspath(os.path.expanduser(os.environ.get("WORKBENCH_HOME", "~/.workbench")))
 
 
-__all__ = ["TuneSpec", "Slice", "SpecError", "parse_slices", "parse_tracker", "parse_shape",
+__all__ = ["TuneSpec", "Slice", "SpecError", "parse_slices", "parse_tracker", "parse_shape", "parse_gpus",
            "check_percent", "workbench_home"]

@@ -18,6 +18,7 @@ from .client import ShardJob
 from .events import EventWriter
 from .hardware import TargetSpec, detect
 from .mps import MpsDaemon
+from .placement import gpu_server_bindings, place_servers
 from .procs import ManagedProcess, ProcessError, python_argv, tail
 from .servers import ServerPool, ServerSpec
 from .shards import Shard
@@ -43,7 +44,7 @@ class Supervisor:
         self.hw = detect()
         self.cores = sorted(os.sched_getaffinity(0))
         self.stop_requested = False
-        self.daemon: MpsDaemon | None = None
+        self.daemons: dict[int, MpsDaemon] = {}  # one MPS control daemon per GPU used
         self.pool: ServerPool | None = None
         self.clients: list[ManagedProcess] = []
         self.failed_shards: list[str] = []
@@ -67,7 +68,19 @@ class Supervisor:
                 pids.append(self.pool.tracker.pid)
         store.write_json(os.path.join(self.run_dir, store.PROCS_FILE),
                          {"supervisor": os.getpid(), "groups": pids,
-                          "mps_pipe": self.daemon.pipe_dir if self.daemon and self.daemon.started else None})
+                          "mps_pipes": [d.pipe_dir for d in self.daemons.values() if d.started]})
+
+    @property
+    def gpus(self) -> list[int]:
+        return list(self.plan.get("gpus") or [0])
+
+    @property
+    def daemon(self) -> MpsDaemon | None:
+        """The first GPU's daemon: inference and sweeps run there."""
+        return self.daemons.get(self.gpus[0])
+
+    def _uuid(self, gpu: int) -> str | None:
+        return self.hw.gpus[gpu].uuid if gpu < len(self.hw.gpus) else None
 
     def _check_stop(self) -> None:
         if self.stop_requested:
@@ -118,11 +131,11 @@ class Supervisor:
                          ncores=len(self.cores), gpu_note=self.hw.gpu_note)
         want_mps = self.target.kind == "cuda" and any(p < 100 for p in (*self.spec.slices, *self.spec.sweep_slices))
         if want_mps:
-            uuid = self.hw.gpus[0].uuid if self.hw.gpus else None
-            self.daemon = MpsDaemon(os.path.join(self.run_dir, "mps"), uuid)
-            ok = self.daemon.start()
-            self.events.emit("mps", started=ok, reason=self.daemon.reason, pipe_dir=self.daemon.pipe_dir)
-            self._record_procs()
+            for gpu in self.gpus:
+                daemon = self.daemons[gpu] = MpsDaemon(os.path.join(self.run_dir, "mps", f"gpu{gpu}"), self._uuid(gpu))
+                ok = daemon.start()
+                self.events.emit("mps", gpu=gpu, started=ok, reason=daemon.reason, pipe_dir=daemon.pipe_dir)
+                self._record_procs()
         if self.local_runner:
             return  # stock measurement inside each client: no tracker, no servers
         external = parse_tracker(self.spec.tracker) if self.spec.tracker else None
@@ -132,9 +145,15 @@ class Supervisor:
         self.pool.start_tracker()
         self._record_procs()
 
+    def _placement(self) -> list[int]:
+        return place_servers(self.spec.servers, tuple(self.gpus))
+
     def _bindings(self, percent: int) -> list[SliceBinding]:
         sl = Slice(percent, self.spec.pinned_mem_mb)
-        return [bind(self.target.kind, sl, self.cores, i, self.daemon) for i in range(self.spec.servers)]
+        if self.target.kind != "cuda":
+            return [bind("cpu", sl, self.cores, i, None) for i in range(self.spec.servers)]
+        uuids = {g: u for g in self.gpus if (u := self._uuid(g))}
+        return gpu_server_bindings(sl, self._placement(), self.daemons, uuids)
 
     @property
     def local_runner(self) -> bool:
@@ -166,6 +185,7 @@ class Supervisor:
                 info = server.info
                 cores = sorted(os.sched_getaffinity(server.pid)) if server.poll() is None else []
                 self.events.emit("server_ready", server=server.spec.index, tuned_at=tuned_at, port=server.port,
+                                 gpu=self._placement()[server.spec.index] if self.target.kind == "cuda" else None,
                                  pid=server.pid, **server.spec.binding.to_dict(), sm_count=info.get("sm_count"),
                                  device_name=info.get("device_name"), mps_percentage=info.get("mps_percentage"),
                                  sessions=info.get("sessions"), affinity=cores, host=self.spec.host)
@@ -285,8 +305,8 @@ class Supervisor:
             proc.stop()
         if self.pool is not None:
             self.pool.stop()
-        if self.daemon is not None:
-            self.daemon.stop()
+        for daemon in self.daemons.values():
+            daemon.stop()
         self._record_procs()
 
 

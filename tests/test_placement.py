@@ -1,0 +1,73 @@
+"""Server placement across GPUs, checked with the device count given explicitly (no GPU needed)."""
+import pytest
+
+from workbench.mps import MpsDaemon
+from workbench.placement import choose_gpus, gpu_server_bindings, place_servers, servers_per_gpu
+from workbench.slices import cpu_binding
+from workbench.spec import Slice, SpecError, TuneSpec
+
+
+def test_choose_gpus_defaults_to_all_and_checks_indices():
+    assert choose_gpus(None, 4) == (0, 1, 2, 3)
+    assert choose_gpus((1, 3), 4) == (1, 3)
+    with pytest.raises(SpecError) as err:
+        choose_gpus((0, 2), 2)
+    assert err.value.field == "gpus" and "0 to 1" in str(err.value)
+    with pytest.raises(SpecError):
+        choose_gpus(None, 0)
+
+
+@pytest.mark.parametrize("servers,gpus,expected", [
+    (4, (0,), [0, 0, 0, 0]),
+    (4, (0, 1), [0, 1, 0, 1]),
+    (5, (0, 1), [0, 1, 0, 1, 0]),
+    (8, (0, 1, 2, 3), [0, 1, 2, 3, 0, 1, 2, 3]),
+    (2, (2, 3), [2, 3]),
+])
+def test_round_robin_placement(servers, gpus, expected):
+    placement = place_servers(servers, gpus)
+    assert placement == expected
+    counts = servers_per_gpu(placement)
+    assert max(counts.values()) - min(counts.values()) <= 1
+
+
+def _daemon(root, started):
+    d = MpsDaemon(str(root))
+    d.started = started
+    d.reason = "" if started else "nvidia-cuda-mps-control not found"
+    return d
+
+
+def test_each_server_joins_its_own_gpus_daemon(tmp_path):
+    daemons = {g: _daemon(tmp_path / f"gpu{g}", True) for g in (0, 1)}
+    uuids = {0: "GPU-aaaa", 1: "GPU-bbbb"}
+    bindings = gpu_server_bindings(Slice(25), place_servers(4, (0, 1)), daemons, uuids)
+    pipes = [b.env["CUDA_MPS_PIPE_DIRECTORY"] for b in bindings]
+    assert pipes == [daemons[0].pipe_dir, daemons[1].pipe_dir] * 2
+    assert all(b.applied and b.env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "25" for b in bindings)
+    assert all("CUDA_VISIBLE_DEVICES" not in b.env for b in bindings)  # MPS clients must not set it
+
+
+def test_without_mps_servers_are_pinned_and_say_they_are_not_sliced(tmp_path):
+    daemons = {g: _daemon(tmp_path / f"gpu{g}", False) for g in (0, 1)}
+    uuids = {0: "GPU-aaaa", 1: "GPU-bbbb"}
+    bindings = gpu_server_bindings(Slice(50), [0, 1], daemons, uuids)
+    assert [b.env["CUDA_VISIBLE_DEVICES"] for b in bindings] == ["GPU-aaaa", "GPU-bbbb"]
+    assert not any(b.applied for b in bindings) and "not sliced" in bindings[0].reason
+    whole = gpu_server_bindings(Slice(100), [0], {}, {0: "GPU-aaaa"})[0]
+    assert whole.applied and whole.env == {}  # one GPU: nothing to pin
+
+
+def test_cpu_slices_are_disjoint_core_blocks():
+    cores = list(range(8))
+    blocks = [cpu_binding(Slice(25), cores, i).cores for i in range(4)]
+    assert blocks == [(0, 1), (2, 3), (4, 5), (6, 7)]
+    assert cpu_binding(Slice(25), cores, 0).env["TVM_NUM_THREADS"] == "2"
+
+
+def test_gpus_field_is_validated():
+    assert TuneSpec(gpus="0,1").gpus == (0, 1)
+    for bad in ("0,0", "a", (-1,)):
+        with pytest.raises(SpecError) as err:
+            TuneSpec(gpus=bad)
+        assert err.value.field == "gpus"
