@@ -31,7 +31,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
 import workbench as wb  # noqa: E402
-from workbench import store  # noqa: E402
 from workbench.hardware import TargetSpec  # noqa: E402
 from workbench.sweep import infer_at  # noqa: E402
 

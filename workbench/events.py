@@ -8,7 +8,8 @@ Every event has `t` (unix seconds), `kind` and `source`. Kinds and their extra f
 - launched: resume (written by the launcher the moment it starts a supervisor)
 - run_started: spec, run_id, target, pid
 - phase: phase (planning|servers|tuning|merging|compiling|verifying|timing|sweeping|done), tuned_at
-- hardware: target, device, slicing (mps|cores|none), slice_applied, reason
+- hardware: target, device, ncores, gpu_note
+- mps: gpu, started, reason, pipe_dir (one per GPU's MPS control daemon)
 - server_ready: server, tuned_at, slice_percent, slice_applied, reason, sm_count, cores, port
 - shard_planned: shard, tuned_at, tasks, trials_budget, cost
 - shard_started / shard_finished: shard, tuned_at, pid | exit_code, trials_done

@@ -17,7 +17,6 @@ from . import store
 from .events import TERMINAL, EventReader
 from .procs import group_alive, kill_group, stop_group
 from .spec import TuneSpec
-from .sweep import SWEEP_FILE
 
 
 class Run:
@@ -202,9 +201,14 @@ class Run:
         return df.sort_values(["tuned_at", "shard"]).reset_index(drop=True) if len(df) else df
 
     def best_curve(self) -> pd.DataFrame:
-        """Per batch: trials so far (whole stage) and the model's estimated latency (sum over shards)."""
+        """Per batch: trials so far (whole stage) and the model's estimated latency (sum over shards).
+
+        `complete` is False until every shard of the stage has reported a batch (the estimate is partial)."""
         latest: dict[tuple[int, int], float] = {}
         trials: dict[tuple[int, int], int] = {}
+        planned: dict[int, set[int]] = {}
+        for e in self._all("shard_planned"):
+            planned.setdefault(e["tuned_at"], set()).add(e["shard"])
         rows = []
         for e in self._all("batch"):
             key = (e["tuned_at"], e["shard"])
@@ -214,7 +218,9 @@ class Run:
             rows.append({"t": e["t"], "tuned_at": stage, "shard": e["shard"], "task": e["task"],
                          "task_trials": e["trials_done"], "best_us": e["best_us"],
                          "trials": sum(v for k, v in trials.items() if k[0] == stage),
-                         "est_model_us": sum(v for k, v in latest.items() if k[0] == stage)})
+                         "est_model_us": sum(v for k, v in latest.items() if k[0] == stage),
+                         "shards_reported": sum(1 for k in latest if k[0] == stage),
+                         "complete": {k[1] for k in latest if k[0] == stage} >= planned.get(stage, set())})
         return pd.DataFrame(rows)
 
     def telemetry(self) -> pd.DataFrame:
@@ -245,9 +251,15 @@ class Run:
 
     @property
     def sweep(self) -> pd.DataFrame:
-        path = os.path.join(self.dir, SWEEP_FILE)
-        return pd.read_csv(path) if os.path.exists(path) else pd.DataFrame(
-            columns=["model", "tuned_at", "inferred_at", "latency_ms_median", "latency_ms_iqr"])
+        """Latency per (tuned_at, inferred_at) from the sweep_point events, live; the latest point wins."""
+        cols = ["model", "tuned_at", "inferred_at", "latency_ms_median", "latency_ms_iqr", "sm_count", "cores",
+                "slice_applied", "slicing", "reason"]
+        points = [{c: e.get(c) for c in cols} for e in self._all("sweep_point")]
+        if not points:  # a folder written without sweep events: its sweep.csv, if any
+            path = os.path.join(self.dir, "sweep.csv")
+            return pd.read_csv(path) if os.path.exists(path) else pd.DataFrame(columns=cols)
+        df = pd.DataFrame(points).drop_duplicates(["tuned_at", "inferred_at"], keep="last")
+        return df.sort_values(["tuned_at", "inferred_at"]).reset_index(drop=True)
 
     def slice_matrix(self) -> pd.DataFrame:
         """tuned_at x inferred_at table of median latency (ms)."""

@@ -162,7 +162,7 @@ class ServerPool:
                     server.wait_ready(timeout=max(1.0, deadline - time.monotonic()))
                 return
             if time.monotonic() > deadline:
-                raise ProcessError(f"only {max(have, 0) - before} of {len(started)} RPC servers registered with the "
+                raise ProcessError(f"only {max(have, 0)} of {len(started)} RPC servers registered with the "
                                    f"tracker {host}:{port} within {timeout:.0f} s; see {self.run_dir}/logs")
             time.sleep(0.3)
 

@@ -1,0 +1,75 @@
+"""Open the quickstart notebook in JupyterLab (headless Chromium), run all cells, and check that the panel and
+its plotly figure render and that the run reaches 'done'. Screenshots go to test-artifacts/."""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+RUN_ALL = """async () => {
+  const app = window.jupyterapp;
+  const panel = app.shell.currentWidget;
+  await panel.context.ready;
+  await panel.sessionContext.ready;
+  app.commands.execute('notebook:run-all-cells');  // not awaited: it resolves only when every cell has run
+  return panel.sessionContext.session.kernel.name;
+}"""
+
+STATUS = "() => { const s = document.querySelector('.wb-status'); return s ? s.innerText : ''; }"
+
+CURVE_POINTS = """() => {
+  const gd = document.querySelector('.wb-panel .js-plotly-plot');
+  if (!gd || !gd.data) return -1;
+  return gd.data.filter(t => t.meta)  // the best-latency traces; the telemetry traces have no meta
+               .reduce((n, t) => n + (t.x ? t.x.length : 0), 0);
+}"""
+
+
+def test_quickstart_in_jupyterlab(request, require_browser: Callable[[], str], artifacts: Path,
+                                  jupyter_lab: str) -> None:
+    require_browser()
+    page = request.getfixturevalue("page")
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+
+    t0 = time.monotonic()
+    page.goto(f"{jupyter_lab}/lab/tree/01_quickstart.ipynb?reset", timeout=90_000)
+    page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=90_000)
+    page.add_style_tag(content=".jp-toast-container, .Toastify { display: none !important; }")  # news pop-ups
+    assert page.evaluate(RUN_ALL) == "python3"
+    print(f"{time.monotonic() - t0:.0f} s: kernel ready, running all cells")
+
+    panel = page.wait_for_selector(".wb-panel", timeout=120_000)
+    assert panel.is_visible()
+    page.wait_for_selector(".wb-panel .js-plotly-plot", state="attached", timeout=120_000)
+
+    # mid-run: the status says running and the best-latency curves have points (or the run already ended)
+    page.wait_for_function(f"() => {{ const s = ({STATUS})(); return (s.includes('running') && ({CURVE_POINTS})() > 0)"
+                           " || s.includes('done') || s.includes('failed'); }", timeout=180_000, polling=250)
+    if "running" in page.evaluate(STATUS):
+        page.locator(".wb-panel").scroll_into_view_if_needed()
+        page.locator(".wb-panel").screenshot(path=str(artifacts / "quickstart-running.png"))
+    print(f"{time.monotonic() - t0:.0f} s: {page.evaluate(STATUS)}")
+
+    page.wait_for_function(f"() => ({STATUS})().includes('done')", timeout=240_000, polling=500)
+    status = page.evaluate(STATUS)
+    assert "done" in status and "trials" in status, status
+    assert page.evaluate(CURVE_POINTS) >= 2
+    assert page.locator(".wb-panel .wb-progress .widget-hprogress, .wb-panel .wb-progress progress, "
+                        ".wb-panel .wb-progress .progress").count() >= 2
+    assert page.locator(".wb-panel .wb-tune button, .wb-panel button.wb-tune").count() >= 1
+    # the notebook went on after the run: results table and the %workbench runs table
+    print(f"{time.monotonic() - t0:.0f} s: {status}")
+    page.wait_for_function("() => document.querySelectorAll('.jp-OutputArea-output table.dataframe').length >= 3",
+                           timeout=120_000, polling=500)
+    page.wait_for_timeout(500)
+    page.locator(".wb-panel").scroll_into_view_if_needed()
+    page.locator(".wb-panel").screenshot(path=str(artifacts / "quickstart.png"))
+    print(f"quickstart in JupyterLab: {time.monotonic() - t0:.0f} s; status: {status}")
+    widget_errors = [e for e in errors if "widget" in e.lower() or "plotly" in e.lower() or "anywidget" in e.lower()]
+    assert not widget_errors, widget_errors

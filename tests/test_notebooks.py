@@ -1,0 +1,129 @@
+"""Execute the three notebooks headless (small mode) and check their outputs and saved widget state."""
+from __future__ import annotations
+
+import os
+import re
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = ROOT / "notebooks"
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+
+
+def test_notebooks_are_committed_clean() -> None:
+    names = sorted(p.name for p in NOTEBOOKS.glob("*.ipynb"))
+    assert names == ["01_quickstart.ipynb", "02_slices_and_latency.ipynb", "03_sharding_speedup.ipynb"]
+    for path in NOTEBOOKS.glob("*.ipynb"):
+        nb = nbformat.read(path, as_version=4)
+        nbformat.validate(nb)
+        assert nb.metadata["kernelspec"]["name"] == "python3", path.name
+        assert "widgets" not in nb.metadata, f"{path.name} has saved widget state"
+        for cell in nb.cells:
+            if cell.cell_type == "code":
+                assert cell.outputs == [] and cell.execution_count is None, f"{path.name} has outputs"
+        assert nb.cells[0].cell_type == "markdown" and nb.cells[0].source.startswith("# ")
+        assert "WB_NB_SMALL" in "".join(c.source for c in nb.cells if c.cell_type == "code")
+
+
+def _execute(name: str, tmp_path: Path, monkeypatch) -> tuple[nbformat.NotebookNode, float]:
+    monkeypatch.setenv("WB_NB_SMALL", "1")
+    monkeypatch.setenv("WORKBENCH_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("WB_NB_EXPORT", str(tmp_path / "export"))
+    nb = nbformat.read(NOTEBOOKS / name, as_version=4)
+    client = NotebookClient(nb, kernel_name="python3", timeout=300, store_widget_state=True,
+                            resources={"metadata": {"path": str(tmp_path)}})
+    t0 = time.monotonic()
+    client.execute()
+    took = time.monotonic() - t0
+    nbformat.write(nb, tmp_path / name)  # kept for inspection when something fails
+    return nb, took
+
+
+def _outputs(nb: nbformat.NotebookNode) -> list[dict]:
+    return [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
+
+
+def _text(nb: nbformat.NotebookNode) -> str:
+    parts = []
+    for o in _outputs(nb):
+        if o.output_type == "stream":
+            parts.append(o.text)
+        elif "data" in o:
+            parts.append(str(o.data.get("text/plain", "")))
+    return "\n".join(parts)
+
+
+def _widgets(nb: nbformat.NotebookNode) -> dict[str, dict]:
+    return nb.metadata["widgets"][WIDGET_STATE]["state"]
+
+
+def _panel_checks(nb: nbformat.NotebookNode) -> dict[str, dict]:
+    """Every notebook shows a panel whose status ended at 'done', with full progress bars and curves."""
+    state = _widgets(nb)
+    panels = [m for m in state.values() if "wb-panel" in m["state"].get("_dom_classes", [])]
+    assert len(panels) == 1
+    statuses = [m["state"]["value"] for m in state.values()
+                if "wb-status" in m["state"].get("_dom_classes", [])]
+    assert statuses and all("<b>done</b>" in s for s in statuses), statuses
+    bars = [m["state"] for m in state.values() if m["model_name"] == "IntProgressModel"]
+    assert bars and all(b["value"] == b["max"] for b in bars)
+    figs = [m["state"] for m in state.values() if m["model_module"] == "anywidget"]
+    live = [f for f in figs if "wb-curve" in f.get("_dom_classes", [])]
+    assert len(live) == len(panels)
+    traces = {t.get("meta"): len(t.get("x") or []) for t in live[0]["_widget_data"]}
+    assert any(k and k.startswith("model estimate") and n > 0 for k, n in traces.items()), traces
+    assert len(figs) <= 2 * len(panels)
+    return state
+
+
+def _has_dataframe(nb: nbformat.NotebookNode, pattern: str) -> bool:
+    return any("text/html" in o.get("data", {}) and "dataframe" in o.data["text/html"]
+               and re.search(pattern, o.data["text/html"]) for o in _outputs(nb))
+
+
+@pytest.mark.slow
+def test_quickstart(tmp_path, monkeypatch) -> None:
+    nb, took = _execute("01_quickstart.ipynb", tmp_path, monkeypatch)
+    print(f"01_quickstart: {took:.0f} s")
+    _panel_checks(nb)
+    text = _text(nb)
+    assert re.search(r"run \S+: done", text)
+    assert _has_dataframe(nb, "tuned_ms") and _has_dataframe(nb, "trials_done")
+    assert _has_dataframe(nb, "mlp-small")  # %workbench runs
+    exported = sorted(os.listdir(tmp_path / "export"))
+    assert len(exported) == 5 and any(x.endswith("-results.csv") for x in exported)
+    assert took < 180
+
+
+@pytest.mark.slow
+def test_slices_and_latency(tmp_path, monkeypatch) -> None:
+    nb, took = _execute("02_slices_and_latency.ipynb", tmp_path, monkeypatch)
+    print(f"02_slices_and_latency: {took:.0f} s")
+    state = _panel_checks(nb)
+    figs = [m["state"] for m in state.values() if m["model_module"] == "anywidget"]
+    sweep = [f for f in figs if "wb-sweep-fig" in f.get("_dom_classes", [])]
+    assert len(sweep) == 1
+    heat = [t for t in sweep[0]["_widget_data"] if t.get("type") == "heatmap"][0]
+    assert len(heat["z"]) == 2 and all(len(row) == 2 for row in heat["z"])  # tuned at 50, 100 x inferred 50, 100
+    assert all(v is not None and v > 0 for row in heat["z"] for v in row)
+    recs = [m["state"]["value"] for m in state.values() if "wb-rec" in m["state"].get("_dom_classes", [])]
+    assert recs and "Recommended tuning slice" in recs[0]
+    assert re.search(r"Tune at (50|100)%", _text(nb))
+    assert _has_dataframe(nb, "latency_ms_median")
+    assert took < 240
+
+
+@pytest.mark.slow
+def test_sharding_speedup(tmp_path, monkeypatch) -> None:
+    nb, took = _execute("03_sharding_speedup.ipynb", tmp_path, monkeypatch)
+    print(f"03_sharding_speedup: {took:.0f} s")
+    _panel_checks(nb)
+    assert re.search(r"stock: run \S+ done", _text(nb)) and re.search(r"sharded: run \S+ done", _text(nb))
+    assert _has_dataframe(nb, "trials/s") and _has_dataframe(nb, "sharded")
+    assert "x the stock time" in _text(nb)
+    assert took < 240

@@ -1,0 +1,305 @@
+"""The notebook panel, driven without a kernel: form validation, live views against the real engine, Stop,
+the sweep views and the tuning-slice recommendation; plus the import rules of the UI."""
+from __future__ import annotations
+
+import ast
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import psutil
+import pytest
+
+import workbench
+from fake_engine import SWEEP, make_run
+from widgets import Panel, recommend_tuning_slice, slowdown_matrix
+from widgets.analysis import downsample, phase_spans
+from widgets.figures import make_sweep_figure, update_sweep_figure
+from widgets.form import ONNX
+
+ROOT = Path(__file__).resolve().parents[1]
+PUBLIC = {"TuneSpec", "SpecError", "tune", "open_run", "list_runs", "list_models", "detect_hardware", "Run",
+          "Slice", "Hardware", "ModelInfo"}
+SPEC_CONSTANTS = {"TARGETS", "COST_MODELS", "STRATEGIES", "parse_slices", "DEFAULT_SWEEP"}
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch) -> str:
+    monkeypatch.setenv("WORKBENCH_HOME", str(tmp_path))
+    return str(tmp_path)
+
+
+# -- import rules ------------------------------------------------------------------------------------
+
+def test_import_workbench_does_not_import_ui() -> None:
+    code = ("import sys, workbench\n"
+            "workbench.Run, workbench.tune, workbench.TuneSpec\n"
+            "bad = [m for m in ('ipywidgets', 'plotly', 'IPython', 'anywidget', 'widgets') if m in sys.modules]\n"
+            "print(bad)\n"
+            "sys.exit(1 if bad else 0)\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, f"`import workbench` pulled in UI modules: {out.stdout} {out.stderr[-500:]}"
+
+
+def test_widgets_only_use_public_engine_api() -> None:
+    files = sorted((ROOT / "widgets").glob("*.py"))
+    assert files
+    problems = []
+    for path in files:
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.name.split(".")[0] in ("subprocess", "tvm", "multiprocessing"):
+                        problems.append(f"{path.name}:{node.lineno} imports {alias.name}")
+                    if alias.name.startswith("workbench.") :
+                        problems.append(f"{path.name}:{node.lineno} imports engine module {alias.name}")
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                root = node.module.split(".")[0]
+                if root in ("subprocess", "tvm", "multiprocessing"):
+                    problems.append(f"{path.name}:{node.lineno} imports from {node.module}")
+                if node.module == "workbench.spec":
+                    extra = {a.name for a in node.names} - SPEC_CONSTANTS
+                    if extra:
+                        problems.append(f"{path.name}:{node.lineno} imports {extra} from workbench.spec")
+                elif root == "workbench":
+                    names = {a.name for a in node.names}
+                    if node.module != "workbench" or names - PUBLIC:
+                        problems.append(f"{path.name}:{node.lineno} imports {names} from {node.module}")
+            elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                    and node.value.id == "workbench" and node.attr not in PUBLIC:
+                problems.append(f"{path.name}:{node.lineno} uses workbench.{node.attr}")
+    assert not problems, "\n".join(problems)
+
+
+# -- pure helpers -------------------------------------------------------------------------------------
+
+def test_recommendation_minimises_worst_case_slowdown() -> None:
+    df = pd.DataFrame({
+        "tuned_at":          [25, 25, 25, 50, 50, 50, 100, 100, 100],
+        "inferred_at":       [25, 50, 100, 25, 50, 100, 25, 50, 100],
+        "latency_ms_median": [1.0, 0.60, 0.40, 1.1, 0.55, 0.36, 1.5, 0.58, 0.30],
+    })
+    ratio = slowdown_matrix(df)
+    assert ratio.loc[100, 100] == pytest.approx(1.0)
+    assert ratio.loc[25, 100] == pytest.approx(0.40 / 0.30)
+    rec = recommend_tuning_slice(df)
+    assert rec is not None
+    # worst slowdowns: 25 -> 1.333 (at 100), 50 -> 1.2 (at 100), 100 -> 1.5 (at 25)
+    assert rec.tuned_at == 50
+    assert rec.worst_slowdown == pytest.approx(1.2)
+    assert rec.worst_inferred_at == 100
+    assert rec.worst.to_dict() == pytest.approx({25: 0.40 / 0.30, 50: 1.2, 100: 1.5})
+    assert "Tune at 50%" in rec.sentence and "1.20x" in rec.sentence and rec.sentence.count(".") <= 3
+
+
+def test_recommendation_edge_cases() -> None:
+    empty = pd.DataFrame(columns=["tuned_at", "inferred_at", "latency_ms_median"])
+    assert recommend_tuning_slice(empty) is None
+    one = pd.DataFrame({"tuned_at": [100, 100], "inferred_at": [50, 100], "latency_ms_median": [2.0, 1.0]})
+    assert recommend_tuning_slice(one).tuned_at == 100
+    # a tie on the worst case goes to the smaller mean slowdown
+    tie = pd.DataFrame({"tuned_at": [50, 50, 100, 100], "inferred_at": [50, 100, 50, 100],
+                        "latency_ms_median": [1.0, 1.2, 1.2, 1.0]})
+    assert recommend_tuning_slice(tie).tuned_at == 50
+    # a tuned model missing an inference slice is compared on the slices measured for all
+    gap = pd.DataFrame({"tuned_at": [50, 50, 100], "inferred_at": [50, 100, 100],
+                        "latency_ms_median": [1.0, 1.3, 1.0]})
+    rec = recommend_tuning_slice(gap)
+    assert rec.tuned_at == 100 and rec.worst_slowdown == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="latency_ms_median"):
+        slowdown_matrix(pd.DataFrame({"tuned_at": [1], "inferred_at": [1]}))
+
+
+def test_series_helpers() -> None:
+    df = pd.DataFrame({"t": range(1000)})
+    small = downsample(df, 100)
+    assert len(small) <= 100 and small.iloc[0].t == 0 and small.iloc[-1].t == 999
+    assert len(downsample(df.head(10), 100)) == 10
+    phases = pd.DataFrame({"t": [100.0, 103.0, 110.0], "phase": ["servers", "tuning", "merging"],
+                           "tuned_at": [None, 50, 50]})
+    spans = phase_spans(phases, 100.0, now=112.0)
+    assert [s["label"] for s in spans] == ["servers", "tuning 50%", "merging 50%"]
+    assert spans[1]["x0"] == 3.0 and spans[1]["x1"] == 10.0 and spans[2]["x1"] == 12.0
+
+
+def test_sweep_figure_from_hand_made_sweep() -> None:
+    fig = make_sweep_figure()
+    rec = recommend_tuning_slice(SWEEP)
+    assert rec is not None and rec.tuned_at == 50  # worst: 50 -> 1.2, 100 -> 1.364
+    z = update_sweep_figure(fig, SWEEP, rec)
+    assert z == [[1.10, 0.55, 0.36], [1.50, 0.58, 0.30]]
+    heat = [tr for tr in fig.data if tr.type == "heatmap"][0]
+    assert list(heat.x) == ["25%", "50%", "100%"] and list(heat.y) == ["50%", "100%"]
+    assert heat.customdata[1][2] == pytest.approx(1.0)
+    lines = {tr.name: tr for tr in fig.data if tr.type == "scatter"}
+    assert set(lines) == {"tuned at 50% (recommended)", "tuned at 100%"}
+    assert list(lines["tuned at 100%"].y) == [1.50, 0.58, 0.30]
+    assert lines["tuned at 50% (recommended)"].line.width > lines["tuned at 100%"].line.width
+    (outline,) = fig.layout.shapes
+    assert (outline.y0, outline.y1) == (-0.5, 0.5)  # around the first heatmap row: tuned at 50%
+
+
+# -- the panel ------------------------------------------------------------------------------------
+
+def test_invalid_fields_are_shown_at_the_field_and_disable_tune(home) -> None:
+    p = Panel()
+    c = p.controls
+    assert p.snapshot()["buttons"]["tune"] and p.snapshot()["field_errors"] == {}
+
+    c["shards"].value = 0
+    snap = p.snapshot()
+    assert set(snap["field_errors"]) == {"shards"} and "1 to 64" in snap["field_errors"]["shards"]
+    assert p.form.errors_view["shards"].layout.display != "none"
+    assert "wb-err" in p.form.errors_view["shards"]._dom_classes
+    assert not snap["buttons"]["tune"] and c["tune"].disabled
+
+    c["shards"].value = 4
+    c["trials"].value = 2  # fewer trials than shards: a cross-field rule, shown at trials
+    assert set(p.snapshot()["field_errors"]) == {"trials"}
+    c["trials"].value = 8
+    c["slices"].value = [0, 50]
+    c["servers"].value = 65
+    errs = p.snapshot()["field_errors"]
+    assert set(errs) == {"slices", "servers"} and "1 to 100" in errs["slices"]
+    assert p.form.errors_view["shards"].layout.display == "none"
+    c["slices"].value, c["servers"].value = [50, 100], 2
+    c["model"].value = ONNX
+    assert "model" in p.snapshot()["field_errors"]
+    c["onnx_path"].value = "/nonexistent/model.onnx"
+    assert "no such file" in p.snapshot()["field_errors"]["model"]
+    c["model"].value = "mlp-small"
+    if not workbench.detect_hardware().gpus:
+        c["target"].value = "cuda"
+        assert "no usable GPU" in p.snapshot()["field_errors"]["target"]
+        c["target"].value = "auto"
+    c["sweep_slices"].value = [101]
+    assert "sweep_slices" in p.snapshot()["field_errors"] and p.snapshot()["buttons"]["tune"]
+    c["sweep_slices"].value = [50, 100]
+
+    assert p.snapshot()["field_errors"] == {} and p.snapshot()["buttons"]["tune"]
+    assert "1 of 2 cores" in p.form.slice_info.value or "GPU" in p.form.slice_info.value
+    assert "auto:" in p.form.target_info.value
+
+    c["trials_per_batch"].value = 0
+    c["tune"].click()  # clicking anyway starts nothing
+    assert p.run is None and "trials_per_batch" in p.snapshot()["field_errors"]
+    with pytest.raises(workbench.SpecError, match="trials_per_batch"):
+        p.tune()
+    assert not os.path.isdir(os.path.join(home, "runs")) or not os.listdir(os.path.join(home, "runs"))
+    p.close()
+
+
+def test_attached_finished_run_with_sweep(home, tmp_path) -> None:
+    run_id = make_run(home, sweep=True)
+    p = Panel(run_id)
+    assert p.refresh() is False  # throttled: attach just refreshed (at most 4 refreshes a second)
+    time.sleep(0.3)
+    assert p.refresh() is False  # nothing new in the run: Run.event_count is the cursor
+    snap = p.snapshot()
+    assert snap["run_status"] == "done" and "done" in snap["status"]
+    # one model-estimate point per batch event (2 shards x 2 batches) from the one on which both shards have
+    # reported (3 of 4); one task point per batch of that task
+    assert snap["curve_points"]["model estimate @50%"] == 3 and snap["curve_points"]["model estimate @100%"] == 3
+    assert snap["curve_points"]["fused_matmul1_add1 @100%"] == 2
+    assert snap["telemetry_points"] == 4 and "GPU not sampled" in snap["gpu_note"]
+    assert "no GPU trace" in p.live_figure.layout.annotations[1].text
+    assert snap["phases"] >= 4
+    assert [r["state"] for r in snap["progress"]] == ["finished"] * 4
+    assert snap["sweep_z"] == [[1.10, 0.55, 0.36], [1.50, 0.58, 0.30]]
+    assert snap["recommended"] == 50 and "Tune at 50%" in snap["recommendation"]
+    assert "Recommended tuning slice: 50%" in p._recommendation.value
+    assert snap["buttons"] == {"tune": True, "stop": False, "sweep": True, "export": True}
+    assert snap["results_rows"] == 2 and "<table" in p._results.value
+    assert p.controls["slices"].value == [50, 100] and p.controls["shards"].value == 2
+    paths = p.export_csv(str(tmp_path / "csv"))
+    assert len(paths) == 5 and all(os.path.exists(x) for x in paths)
+    assert pd.read_csv([x for x in paths if x.endswith("-sweep.csv")][0]).shape[0] == 6
+    # sweep slices are validated before anything starts
+    with pytest.raises(workbench.SpecError, match="sweep_slices"):
+        p.sweep([0])
+    assert "sweep_slices" in p.snapshot()["field_errors"]
+    p.close()
+
+
+def _run_pids(run_dir: str) -> list[int]:
+    with open(os.path.join(run_dir, "procs.json")) as f:
+        procs = json.load(f)
+    return [pid for pid in [procs.get("supervisor"), *procs.get("groups", [])] if pid]
+
+
+def _alive(pids: list[int]) -> list[int]:
+    """Pids, or members of those process groups, that still exist (zombies excluded)."""
+    alive = []
+    for proc in psutil.process_iter(["pid", "status"]):
+        try:
+            if proc.info["status"] == psutil.STATUS_ZOMBIE:
+                continue
+            if proc.info["pid"] in pids or os.getpgid(proc.info["pid"]) in pids:
+                alive.append(proc.info["pid"])
+        except (psutil.Error, OSError):
+            continue
+    return alive
+
+
+def test_live_tuning_then_stop(home) -> None:
+    """Real engine, tiny run: the views fill in while it runs, and Stop ends every process of the run."""
+    p = Panel()
+    c = p.controls
+    c["model"].value = "mlp-small"
+    c["shards"].value, c["servers"].value = 2, 2
+    c["trials"].value, c["trials_per_batch"].value = 64, 4  # a budget it cannot finish before we stop it
+    t0 = time.monotonic()
+    c["tune"].click()
+    run = p.run
+    assert run is not None, p.form.current_errors()
+    assert p.snapshot()["buttons"]["stop"] and not p.snapshot()["buttons"]["tune"]
+    try:
+        tele_first = None
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            p.refresh()
+            snap = p.snapshot()
+            if snap["telemetry_points"] and tele_first is None:
+                tele_first = snap["telemetry_points"]
+            if sum(snap["curve_points"].values()) >= 2 and snap["telemetry_points"] > (tele_first or 0):
+                break
+            assert snap["run_status"] in ("starting", "running"), (snap["status"], run.errors())
+            time.sleep(0.3)
+        else:
+            pytest.fail(f"no tuning batch within 180 s: {p.snapshot()}")
+        assert snap["run_status"] == "running" and "running" in snap["status"]
+        assert {r["state"] for r in snap["progress"]} <= {"running", "planned", "finished"}
+        assert any(r["done"] > 0 for r in snap["progress"])
+        curve = [tr for tr in p.live_figure.data if isinstance(tr.meta, str)]
+        assert any(len(tr.x) for tr in curve) and len(p.live_figure.data[0].x) == snap["telemetry_points"]
+        assert snap["phases"] >= 2  # servers, tuning
+        print(f"first batch after {time.monotonic() - t0:.1f} s: {snap['status']}")
+        pids = _run_pids(run.dir)
+        assert pids
+    finally:
+        # as in a kernel: the click runs on the event loop, the blocking Run.stop in its executor
+        async def click_stop() -> None:
+            c["stop"].click()
+            await asyncio.sleep(0.05)  # the action task starts
+            assert p._busy == "stopping" and p.snapshot()["buttons"]["stop"] is False
+            await asyncio.gather(*p._actions)
+
+        asyncio.run(click_stop())
+    t_stop = time.monotonic()
+    left = _alive(pids)
+    while left and time.monotonic() - t_stop < 5:
+        time.sleep(0.1)
+        left = _alive(pids)
+    assert not left, f"processes of the run still alive 5 s after Stop: {left}"
+    assert run.status == "stopped"
+    p.refresh(force=True)
+    snap = p.snapshot()
+    assert snap["run_status"] == "stopped" and "stopped" in snap["status"]
+    assert not snap["buttons"]["stop"] and snap["buttons"]["tune"]
+    p.close()

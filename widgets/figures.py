@@ -1,0 +1,237 @@
+"""The panel's two plotly FigureWidgets: live tuning (curves + utilisation) and latency versus slice.
+
+Each figure is built once per panel and updated in place inside `fig.batch_update()`; series are
+bounded by `downsample` so that a long run does not grow the widget state without limit.
+"""
+from __future__ import annotations
+
+import math
+import time
+
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.colors import qualitative
+from plotly.subplots import make_subplots
+
+from .analysis import Recommendation, downsample, phase_spans
+
+PALETTE = qualitative.Plotly
+PHASE_COLORS = {"planning": "#9e9e9e", "servers": "#8d6e63", "tuning": "#42a5f5", "merging": "#ab47bc",
+                "compiling": "#ffa726", "verifying": "#26a69a", "timing": "#66bb6a", "sweeping": "#ec407a",
+                "done": "#9e9e9e"}
+TELEMETRY_TRACES = ("CPU %", "GPU0 SM %", "GPU0 memory MiB")
+CURVE_TITLE = "Best latency vs trials (log scale)"
+FIG_WIDTH = 900
+MIN_LABEL_FRACTION = 0.07  # phases narrower than this share of the time axis get no text label
+UTIL_TITLE = "Utilisation and phases"
+
+
+def stage_color(tuned_at: int, stages: list[int]) -> str:
+    """A stable colour per tuning slice."""
+    i = sorted(stages).index(tuned_at) if tuned_at in stages else len(stages)
+    return PALETTE[i % len(PALETTE)]
+
+
+# -- live figure ------------------------------------------------------------------------------------
+
+def make_live_figure() -> go.FigureWidget:
+    """Row 1: best latency vs trials (per task and model estimate); row 2: utilisation with phases shaded."""
+    fig = make_subplots(rows=2, cols=1, row_heights=[0.58, 0.42], vertical_spacing=0.14,
+                        specs=[[{}], [{"secondary_y": True}]], subplot_titles=(CURVE_TITLE, UTIL_TITLE))
+    fw = go.FigureWidget(fig)
+    fw.add_trace(go.Scatter(name=TELEMETRY_TRACES[0], mode="lines", line=dict(color="#1f77b4", width=1.5),
+                            x=[], y=[], legendgroup="util"), row=2, col=1)
+    fw.add_trace(go.Scatter(name=TELEMETRY_TRACES[1], mode="lines", line=dict(color="#2ca02c", width=1.5),
+                            x=[], y=[], legendgroup="util"), row=2, col=1)
+    fw.add_trace(go.Scatter(name=TELEMETRY_TRACES[2], mode="lines", line=dict(color="#d62728", width=1, dash="dot"),
+                            x=[], y=[], legendgroup="util"), row=2, col=1, secondary_y=True)
+    fw.update_layout(height=660, width=FIG_WIDTH, margin=dict(l=60, r=60, t=40, b=40), template="plotly_white",
+                     legend=dict(orientation="h", x=0, y=-0.12, yanchor="top", font=dict(size=10)),
+                     uirevision="keep")
+    fw.update_yaxes(type="log", title_text="latency (us)", row=1, col=1)
+    fw.update_xaxes(title_text="trials measured (all tasks of the slice)", rangemode="tozero", row=1, col=1)
+    fw.update_xaxes(title_text="seconds since the run started", rangemode="tozero", row=2, col=1)
+    fw.update_yaxes(title_text="utilisation %", range=[0, 105], row=2, col=1)
+    fw.update_yaxes(title_text="GPU memory (MiB)", rangemode="tozero", showgrid=False, row=2, col=1,
+                    secondary_y=True)
+    return fw
+
+
+def reset_live_figure(fig: go.FigureWidget) -> None:
+    """Forget the curves of a previous run (keeps the three telemetry traces)."""
+    with fig.batch_update():
+        fig.data = fig.data[:len(TELEMETRY_TRACES)]
+        for tr in fig.data:
+            tr.x, tr.y = [], []
+        fig.layout.shapes = []
+        fig.layout.annotations[1].text = UTIL_TITLE
+
+
+def _curve_traces(curve: pd.DataFrame, max_points: int, shards: dict[int, int] | None = None) -> list[dict]:
+    """Trace specs (name, group, x, y, ...) for the curves of `Run.best_curve()`.
+
+    The model estimate sums the latest estimate of every shard, so it is only drawn from the batch on
+    which every shard of the slice (`shards[tuned_at]`) has reported; before that it would jump up as
+    shards join. If that never happens (a shard failed) the partial sums are drawn, and named so.
+    """
+    if curve is None or not len(curve):
+        return []
+    shards = shards or {}
+    stages = sorted(int(s) for s in curve["tuned_at"].unique())
+    out = []
+    for stage in stages:
+        color = stage_color(stage, stages)
+        sc = curve[curve["tuned_at"] == stage]
+        model = sc.sort_values("t", kind="stable").reset_index(drop=True)
+        firsts = model.drop_duplicates("shard").index  # where each shard reports for the first time
+        need = max(1, shards.get(stage, 1))
+        partial = len(firsts) < need
+        complete = model if partial else model.iloc[firsts[need - 1]:]
+        model = downsample(model if partial else complete, max_points)
+        out.append({"name": f"model estimate @{stage}%", "group": f"model{stage}", "x": model["trials"].tolist(),
+                    "y": model["est_model_us"].tolist(), "color": color, "width": 3, "opacity": 1.0,
+                    "showlegend": True, "hover": "model estimate",
+                    "legend_name": f"model estimate @{stage}%" + (" (partial: not all shards reported)"
+                                                                   if partial else "")})
+        for i, (task, tc) in enumerate(sorted(sc.groupby("task"), key=lambda kv: kv[0])):
+            tc = downsample(tc.sort_values("t", kind="stable"), max_points)
+            out.append({"name": f"{task} @{stage}%", "group": f"tasks{stage}", "x": tc["trials"].tolist(),
+                        "y": tc["best_us"].tolist(), "color": color, "width": 1, "opacity": 0.45,
+                        "showlegend": i == 0, "legend_name": f"tasks @{stage}% (best per task)",
+                        "hover": task})
+    return out
+
+
+def update_live_figure(fig: go.FigureWidget, curve: pd.DataFrame, telemetry: pd.DataFrame,
+                       phases: pd.DataFrame, t0: float | None, gpu_note: str = "", max_points: int = 300,
+                       now: float | None = None, shards: dict[int, int] | None = None) -> dict[str, int]:
+    """Bring the live figure up to date; returns {trace name: points} for the curve traces.
+
+    `shards` maps each tuning slice to its number of shards (from `Run.progress()`).
+    """
+    now = time.time() if now is None else now
+    specs = _curve_traces(curve, max_points, shards)
+    index = {tr.meta: i for i, tr in enumerate(fig.data) if isinstance(tr.meta, str)}
+    for spec in specs:  # adding traces cannot be batched; it happens once per task
+        if spec["name"] not in index:
+            fig.add_trace(go.Scatter(
+                name=spec.get("legend_name", spec["name"]), meta=spec["name"], mode="lines+markers",
+                legendgroup=spec["group"], showlegend=spec["showlegend"], opacity=spec["opacity"],
+                line=dict(color=spec["color"], width=spec["width"], shape="hv"), marker=dict(size=4),
+                hovertemplate=f"{spec['hover']}<br>%{{x}} trials: %{{y:.2f}} us<extra>@{spec['name'].split('@')[-1]}</extra>",
+                x=[], y=[]), row=1, col=1)
+            index[spec["name"]] = len(fig.data) - 1
+    counts = {}
+    with fig.batch_update():
+        for spec in specs:
+            tr = fig.data[index[spec["name"]]]
+            counts[spec["name"]] = len(spec["x"])
+            if _same(tr.x, spec["x"]) and _same(tr.y, spec["y"]):
+                continue  # most batches touch one task: leave the others alone (validation is not free)
+            tr.x, tr.y = spec["x"], spec["y"]
+            tr.showlegend = spec["showlegend"]
+            tr.name = spec.get("legend_name", spec["name"])
+        _update_telemetry(fig, telemetry, phases, t0, gpu_note, max_points * 2, now)
+    return counts
+
+
+def _update_telemetry(fig: go.FigureWidget, telemetry: pd.DataFrame, phases: pd.DataFrame, t0: float | None,
+                      gpu_note: str, max_points: int, now: float) -> None:
+    if t0 is None:
+        return
+    tele = downsample(telemetry, max_points) if telemetry is not None and len(telemetry) else pd.DataFrame()
+    x = (tele["t"] - t0).round(2).tolist() if len(tele) else []
+    cpu, sm, mem = fig.data[0], fig.data[1], fig.data[2]
+    cpu.x, cpu.y = x, (tele["cpu_percent"].tolist() if len(tele) else [])
+    has_gpu = len(tele) and "gpu0_sm_util" in tele and tele["gpu0_sm_util"].notna().any()
+    sm.x, sm.y = (x, tele["gpu0_sm_util"].tolist()) if has_gpu else ([], [])
+    has_mem = len(tele) and "gpu0_mem_used_mb" in tele and tele["gpu0_mem_used_mb"].notna().any()
+    mem.x, mem.y = (x, tele["gpu0_mem_used_mb"].tolist()) if has_mem else ([], [])
+    fig.layout.yaxis3.visible = bool(has_mem)
+    title = UTIL_TITLE if has_gpu else f"{UTIL_TITLE} - no GPU trace: {gpu_note or 'no GPU samples yet'}"
+    if fig.layout.annotations[1].text != title:
+        fig.layout.annotations[1].text = title
+    shapes = []
+    spans = phase_spans(phases, t0, now)
+    total = max([s["x1"] for s in spans] + [x[-1] if x else 0.0, 1e-9])
+    for span in spans:
+        wide = (span["x1"] - span["x0"]) >= MIN_LABEL_FRACTION * total
+        shapes.append(dict(type="rect", xref="x2", yref="y2 domain", x0=span["x0"], x1=span["x1"], y0=0, y1=1,
+                           fillcolor=PHASE_COLORS.get(span["phase"], "#bdbdbd"), opacity=0.13, layer="below",
+                           line=dict(width=0),
+                           label=dict(text=span["label"] if wide else "", textposition="top left",
+                                      font=dict(size=10))))
+        shapes.append(dict(type="line", xref="x2", yref="y2 domain", x0=span["x0"], x1=span["x0"], y0=0, y1=1,
+                           line=dict(width=1, color=PHASE_COLORS.get(span["phase"], "#bdbdbd"))))
+    fig.layout.shapes = shapes
+
+
+# -- sweep figure -----------------------------------------------------------------------------------
+
+def make_sweep_figure() -> go.FigureWidget:
+    """Left: latency vs inference slice, one line per tuning slice; right: heatmap tuned_at x inferred_at."""
+    fig = make_subplots(rows=1, cols=2, column_widths=[0.55, 0.45], horizontal_spacing=0.14,
+                        subplot_titles=("Latency vs inference slice", "Median latency (ms)"))
+    fw = go.FigureWidget(fig)
+    fw.add_trace(go.Heatmap(name="latency", z=[[None]], x=[], y=[], colorscale="Viridis", meta="heatmap",
+                            texttemplate="%{z:.3g}", colorbar=dict(title="ms", x=1.02, len=0.9),
+                            hovertemplate="tuned at %{y}, inferred at %{x}: %{z:.4g} ms"
+                                          "<br>slowdown vs best %{customdata:.2f}x<extra></extra>"),
+                 row=1, col=2)
+    fw.update_layout(height=420, width=FIG_WIDTH, template="plotly_white", margin=dict(l=60, r=40, t=50, b=50),
+                     legend=dict(orientation="h", y=-0.22), uirevision="keep")
+    fw.update_xaxes(title_text="inference slice (%)", row=1, col=1)
+    fw.update_yaxes(title_text="median latency (ms)", rangemode="tozero", row=1, col=1)
+    fw.update_xaxes(title_text="inferred at", type="category", row=1, col=2)
+    fw.update_yaxes(title_text="tuned at", type="category", autorange="reversed", row=1, col=2)  # rows as in the table
+    return fw
+
+
+def update_sweep_figure(fig: go.FigureWidget, sweep: pd.DataFrame, rec: Recommendation | None) -> list[list]:
+    """Redraw lines and heatmap from a sweep table; returns the heatmap's z (rows tuned_at, cols inferred_at)."""
+    if sweep is None or not len(sweep):
+        return []
+    df = sweep.sort_values(["tuned_at", "inferred_at"])
+    m = df.pivot_table(index="tuned_at", columns="inferred_at", values="latency_ms_median")
+    stages = [int(s) for s in m.index]
+    ratio = m / m.min(axis=0)
+    z = [[None if _nan(v) else float(v) for v in row] for row in m.to_numpy()]
+    custom = [[None if _nan(v) else float(v) for v in row] for row in ratio.to_numpy()]
+    index = {tr.meta: i for i, tr in enumerate(fig.data) if isinstance(tr.meta, str)}
+    for stage in stages:
+        name = f"tuned@{stage}"
+        if name not in index:
+            fig.add_trace(go.Scatter(meta=name, name=f"tuned at {stage}%", mode="lines+markers", x=[], y=[],
+                                     line=dict(color=stage_color(stage, stages))), row=1, col=1)
+            index[name] = len(fig.data) - 1
+    with fig.batch_update():
+        hm = fig.data[index["heatmap"]]
+        hm.z, hm.customdata = z, custom
+        hm.x = [f"{int(c)}%" for c in m.columns]
+        hm.y = [f"{s}%" for s in stages]
+        for stage in stages:
+            sc = df[df["tuned_at"] == stage]
+            tr = fig.data[index[f"tuned@{stage}"]]
+            recommended = rec is not None and rec.tuned_at == stage
+            tr.x, tr.y = sc["inferred_at"].tolist(), sc["latency_ms_median"].tolist()
+            iqr = sc["latency_ms_iqr"].tolist() if "latency_ms_iqr" in sc else None
+            tr.error_y = dict(type="data", array=iqr, visible=True, thickness=1) if iqr else dict(visible=False)
+            tr.name = f"tuned at {stage}%" + (" (recommended)" if recommended else "")
+            tr.line = dict(color=stage_color(stage, stages), width=4 if recommended else 1.5)
+        shapes = []
+        if rec is not None and rec.tuned_at in stages:
+            i = stages.index(rec.tuned_at)
+            shapes.append(dict(type="rect", xref="x2 domain", yref="y2", x0=0, x1=1, y0=i - 0.5, y1=i + 0.5,
+                               line=dict(color="#e53935", width=3), fillcolor="rgba(0,0,0,0)"))
+        fig.layout.shapes = shapes
+    return z
+
+
+def _same(current: object, new: list) -> bool:
+    """Whether a trace's current x or y (a tuple, or None) already equals `new`."""
+    cur = tuple(current) if current is not None else ()
+    return len(cur) == len(new) and (not new or (cur[-1] == new[-1] and cur[0] == new[0] and list(cur) == new))
+
+
+def _nan(v: object) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v))

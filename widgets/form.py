@@ -1,0 +1,257 @@
+"""The tuning form: one control per TuneSpec field, each with its own error line.
+
+Validation goes through `workbench.TuneSpec` field by field, so a message appears next to the field
+that `SpecError.field` names, before anything is launched.
+"""
+from __future__ import annotations
+
+import functools
+import html
+import os
+from typing import Any
+
+import ipywidgets as W
+
+import workbench
+from workbench.spec import COST_MODELS, DEFAULT_SWEEP, STRATEGIES, TARGETS, parse_slices
+
+ONNX = "__onnx__"
+SPEC_FIELDS = ("model", "input_shape", "target", "slices", "servers", "shards", "trials", "trials_per_batch",
+               "cost_model", "strategy")
+# SpecError.field -> the control that shows it
+FIELD_CONTROL = {"model": "model", "input_shape": "input_shape", "target": "target", "slices": "slices",
+                 "servers": "servers", "shards": "shards", "trials": "trials", "trials_per_batch": "trials_per_batch",
+                 "cost_model": "cost_model", "strategy": "strategy", "sweep_slices": "sweep_slices"}
+LABEL_WIDTH = "120px"
+
+
+@functools.lru_cache(maxsize=1)
+def hardware() -> "workbench.Hardware":
+    """This host's hardware, detected once per kernel."""
+    return workbench.detect_hardware()
+
+
+@functools.lru_cache(maxsize=1)
+def sample_models() -> dict[str, "workbench.ModelInfo"]:
+    return {m.name: m for m in workbench.list_models()}
+
+
+def target_text(target: str, hw: "workbench.Hardware | None" = None) -> str:
+    """Plain words for what a target choice means here, e.g. 'CPU, 2 cores (no GPU: ...)'."""
+    hw = hw or hardware()
+    if target == "auto":
+        return f"auto: {hw.describe(hw.default_target)}"
+    if target == "cuda" and not hw.gpus:
+        return f"no GPU here ({hw.gpu_note})"
+    return hw.describe(target)
+
+
+def slice_hint(slices: list[int], target: str, hw: "workbench.Hardware | None" = None) -> str:
+    """What the slices mean on this host: core counts on CPU, SM shares (MPS) on a GPU."""
+    hw = hw or hardware()
+    kind = hw.default_target if target == "auto" else target
+    try:
+        slices = list(parse_slices(list(slices), "slices"))
+    except workbench.SpecError:
+        return ""
+    if kind == "cpu":
+        parts = [f"{p}% = {workbench.Slice(p).cores(hw.ncores)} of {hw.ncores} cores" for p in slices]
+        return "CPU: a slice is a share of the cores; " + ", ".join(parts)
+    return "GPU: a slice is a share of the SMs (CUDA MPS active thread percentage), one tuning pass per slice"
+
+
+def check_values(values: dict[str, Any], hw: "workbench.Hardware | None" = None) -> dict[str, str]:
+    """Field -> error message for a dict of form values (empty when TuneSpec(**values) would be valid)."""
+    hw = hw or hardware()
+    errors: dict[str, str] = {}
+    for name, value in values.items():
+        try:
+            workbench.TuneSpec(**{name: value})
+        except workbench.SpecError as err:
+            errors.setdefault(err.field, err.message)
+        except (TypeError, ValueError) as err:
+            errors.setdefault(name, str(err))
+    model = values.get("model")
+    if "model" not in errors and isinstance(model, str) and model not in sample_models():
+        if not model.lower().endswith(".onnx"):
+            errors["model"] = f"not a sample model; give an .onnx path or one of {', '.join(sample_models())}"
+        elif not os.path.isfile(os.path.expanduser(model)):
+            errors["model"] = f"no such file: {model}"
+    if values.get("target") == "cuda" and not hw.gpus and "target" not in errors:
+        errors["target"] = f"this host has no usable GPU ({hw.gpu_note}); choose auto or cpu"
+    if not errors:
+        try:
+            workbench.TuneSpec(**values)
+        except workbench.SpecError as err:
+            errors[err.field] = err.message
+    return errors
+
+
+def _row(label: str, control: W.Widget, *extra: W.Widget) -> W.HBox:
+    return W.HBox([W.Label(label, layout=W.Layout(width=LABEL_WIDTH)), control, *extra],
+                  layout=W.Layout(align_items="center"))
+
+
+class TuneForm:
+    """The controls, their error lines and the values they add up to."""
+
+    def __init__(self, **values: Any) -> None:
+        d = workbench.TuneSpec()
+        models = sample_models()
+        options = [(f"{name}", name) for name in models] + [("ONNX file ...", ONNX)]
+        self.controls: dict[str, W.Widget] = {
+            "model": W.Dropdown(options=options, value=d.model if d.model in models else options[0][1],
+                                layout=W.Layout(width="260px")),
+            "onnx_path": W.Text(placeholder="/path/to/model.onnx", layout=W.Layout(width="360px")),
+            "input_shape": W.Text(placeholder="optional, e.g. 1,3,224,224", layout=W.Layout(width="260px")),
+            "target": W.Dropdown(options=list(TARGETS), value=d.target, layout=W.Layout(width="120px")),
+            "slices": W.IntsInput(value=list(d.slices), min=1, max=100, allow_duplicates=False,
+                                  layout=W.Layout(width="360px")),
+            "servers": W.IntText(value=d.servers, layout=W.Layout(width="90px")),
+            "shards": W.IntText(value=d.shards, layout=W.Layout(width="90px")),
+            "trials": W.IntText(value=d.trials, layout=W.Layout(width="110px")),
+            "trials_per_batch": W.IntText(value=d.trials_per_batch, layout=W.Layout(width="90px")),
+            "cost_model": W.Dropdown(options=list(COST_MODELS), value=d.cost_model, layout=W.Layout(width="120px")),
+            "strategy": W.Dropdown(options=list(STRATEGIES), value=d.strategy, layout=W.Layout(width="150px")),
+            "sweep_slices": W.IntsInput(value=list(DEFAULT_SWEEP), min=1, max=100, allow_duplicates=False,
+                                        layout=W.Layout(width="360px")),
+            "csv_folder": W.Text(value="workbench-export", layout=W.Layout(width="260px")),
+        }
+        for name, ctl in self.controls.items():
+            ctl.add_class(f"wb-field-{name.replace('_', '-')}")
+        self.errors_view: dict[str, W.HTML] = {}
+        self._shown: dict[str, list[str]] = {}
+        for name in (*FIELD_CONTROL.values(), "general"):
+            box = W.HTML(value="", layout=W.Layout(display="none", margin="0 0 0 " + LABEL_WIDTH))
+            box.add_class("wb-err")
+            box.add_class(f"wb-err-{name.replace('_', '-')}")
+            self.errors_view[name] = box
+        self.model_info = W.HTML()
+        self.target_info = W.HTML()
+        self.slice_info = W.HTML()
+        c, e = self.controls, self.errors_view
+        self.onnx_box = W.VBox([_row("ONNX path", c["onnx_path"]), _row("input shape", c["input_shape"])],
+                               layout=W.Layout(display="none"))
+        self.widget = W.VBox([
+            _row("model", c["model"], self.model_info), self.onnx_box, e["model"], e["input_shape"],
+            _row("target", c["target"], self.target_info), e["target"],
+            _row("slices (%)", c["slices"]), self.slice_info, e["slices"],
+            _row("servers", c["servers"], W.Label("shards", layout=W.Layout(width="60px", margin="0 0 0 20px")),
+                 c["shards"], W.Label("trials", layout=W.Layout(width="50px", margin="0 0 0 20px")), c["trials"],
+                 W.Label("per batch", layout=W.Layout(width="70px", margin="0 0 0 20px")),
+                 c["trials_per_batch"]),
+            e["servers"], e["shards"], e["trials"], e["trials_per_batch"],
+            _row("cost model", c["cost_model"], W.Label("strategy", layout=W.Layout(width="70px",
+                                                                                   margin="0 0 0 20px")),
+                 c["strategy"]), e["cost_model"], e["strategy"],
+        ])
+        self.set(**values)
+        self._describe()
+
+    # -- values --------------------------------------------------------------------------------------
+    def values(self) -> dict[str, Any]:
+        """The TuneSpec fields the form currently says (input_shape only for ONNX models)."""
+        c = self.controls
+        onnx = c["model"].value == ONNX
+        out: dict[str, Any] = {
+            "model": c["onnx_path"].value.strip() if onnx else c["model"].value,
+            "target": c["target"].value, "slices": list(c["slices"].value), "servers": c["servers"].value,
+            "shards": c["shards"].value, "trials": c["trials"].value,
+            "trials_per_batch": c["trials_per_batch"].value, "cost_model": c["cost_model"].value,
+            "strategy": c["strategy"].value,
+        }
+        shape = c["input_shape"].value.strip()
+        if onnx and shape:
+            out["input_shape"] = shape
+        return out
+
+    def set(self, **values: Any) -> None:
+        """Set controls from TuneSpec-style values (model may be a sample name or an .onnx path)."""
+        c = self.controls
+        unknown = sorted(set(values) - set(SPEC_FIELDS) - {"sweep_slices", "csv_folder"})
+        if unknown:
+            raise TypeError(f"unknown field(s) {', '.join(unknown)}; the form has {', '.join(SPEC_FIELDS)}")
+        for name, value in values.items():
+            if name == "model":
+                if value in sample_models():
+                    c["model"].value = value
+                else:
+                    c["model"].value = ONNX
+                    c["onnx_path"].value = str(value)
+            elif name == "input_shape":
+                c["input_shape"].value = "" if value is None else (
+                    value if isinstance(value, str) else ",".join(map(str, value)))
+            elif name in ("slices", "sweep_slices"):
+                c[name].value = [int(v) for v in (value.split(",") if isinstance(value, str) else value)]
+            else:
+                c[name].value = value
+        self._describe()
+
+    def observe(self, callback) -> None:
+        """Call `callback(change)` whenever any control changes."""
+        for ctl in self.controls.values():
+            ctl.observe(callback, names="value")
+
+    # -- errors --------------------------------------------------------------------------------------
+    def check(self) -> dict[str, str]:
+        """Validate, show each message at its field, return field -> message (including sweep slices)."""
+        values = self.values()
+        errors = check_values(values)
+        if self.controls["model"].value == ONNX and "model" in errors and not values["model"]:
+            errors["model"] = "give the path of an .onnx file"
+        try:
+            parse_slices(list(self.controls["sweep_slices"].value), "sweep_slices")
+        except workbench.SpecError as err:
+            errors[err.field] = err.message
+        self.show_errors(errors, keep_general=True)
+        self._describe()
+        return errors
+
+    def show_errors(self, errors: dict[str, str], keep_general: bool = False) -> None:
+        """Show `errors` (field -> message); unknown fields go to the general line."""
+        per_box: dict[str, list[str]] = {}
+        for field_name, message in errors.items():
+            box = FIELD_CONTROL.get(field_name, "general")
+            text = message if box != "general" else f"{field_name}: {message}"
+            per_box.setdefault(box, []).append(text)
+        for name, box in self.errors_view.items():
+            if name == "general" and keep_general:
+                continue
+            msgs = per_box.get(name, [])
+            self._set_error(name, msgs)
+
+    def show_general(self, message: str) -> None:
+        self._set_error("general", [message] if message else [])
+
+    def _set_error(self, name: str, msgs: list[str]) -> None:
+        self._shown[name] = list(msgs)
+        box = self.errors_view[name]
+        value = "".join(f"<div style='color:#c62828'>&#9888; {html.escape(m)}</div>" for m in msgs)
+        if box.value != value:
+            with box.hold_sync():
+                box.value = value
+                box.layout.display = "" if msgs else "none"
+
+    def current_errors(self) -> dict[str, str]:
+        """The messages now shown, per field (for snapshots and tests)."""
+        return {name: "\n".join(msgs) for name, msgs in self._shown.items() if msgs}
+
+    def _describe(self) -> None:
+        c = self.controls
+        onnx = c["model"].value == ONNX
+        self.onnx_box.layout.display = "" if onnx else "none"
+        if onnx:
+            self.model_info.value = "<i>an ONNX model with one input; give its shape if it has dynamic dimensions</i>"
+        else:
+            m = sample_models()[c["model"].value]
+            self.model_info.value = (f"<span style='font-size:90%'>{html.escape(m.description)} - input "
+                                     f"{'x'.join(map(str, m.input_shape))}</span>")
+        self.target_info.value = f"<span style='font-size:90%'>{html.escape(target_text(c['target'].value))}</span>"
+        hint = slice_hint(list(c["slices"].value), c["target"].value)
+        self.slice_info.value = (f"<div style='font-size:90%;margin-left:{LABEL_WIDTH};color:#555'>"
+                                 f"{html.escape(hint)}</div>") if hint else ""
+
+    def set_enabled(self, enabled: bool) -> None:
+        for name, ctl in self.controls.items():
+            if name not in ("sweep_slices", "csv_folder"):
+                ctl.disabled = not enabled
