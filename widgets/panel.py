@@ -276,14 +276,18 @@ class Panel:
         task.add_done_callback(self._actions.discard)
         return task
 
+    def _show_error(self, err: Exception) -> None:
+        if isinstance(err, workbench.SpecError):
+            if err.field not in FIELD_CONTROL:  # field errors are already shown at their field
+                self.form.show_general(f"{err.field}: {err.message}")
+        else:
+            self.form.show_general(f"{type(err).__name__}: {err}")
+
     async def _guarded(self, action: Callable[[], Coroutine[Any, Any, None]]) -> None:
         try:
             await action()
-        except workbench.SpecError as err:
-            if err.field not in FIELD_CONTROL:  # field errors are already shown at their field
-                self.form.show_general(f"{err.field}: {err.message}")
         except Exception as err:  # noqa: BLE001 - a button must never raise into the kernel
-            self.form.show_general(f"{type(err).__name__}: {err}")
+            self._show_error(err)
         finally:
             self._busy = ""
             self._update_buttons()
@@ -291,11 +295,8 @@ class Panel:
     def _guard(self, fn: Callable[[], Any]) -> None:
         try:
             fn()
-        except workbench.SpecError as err:
-            if err.field not in FIELD_CONTROL:  # field errors are already shown at their field
-                self.form.show_general(f"{err.field}: {err.message}")
         except Exception as err:  # noqa: BLE001 - a button must never raise into the kernel
-            self.form.show_general(f"{type(err).__name__}: {err}")
+            self._show_error(err)
         finally:
             self._update_buttons()
 

@@ -79,22 +79,30 @@ def parse_tracker(text: str) -> tuple[str, int, str]:
     return parts[0], port, parts[2]
 
 
-def parse_slices(text: str | tuple | list, field_name: str = "slices") -> tuple[int, ...]:
-    """'25,50,100' or [25, 50] -> (25, 50, 100), each checked to be 1..100, no duplicates."""
-    items = text.split(",") if isinstance(text, str) else list(text)
+def _int_list(value: Any, field_name: str, lo: int, hi: int, message: str) -> tuple[int, ...]:
+    """'1,2' or [1, 2] -> (1, 2), every item a whole number in [lo, hi], else SpecError(field_name, message)."""
+    items = value.split(",") if isinstance(value, str) else list(value)
     out = []
     for item in items:
         if isinstance(item, str):
             item = item.strip().rstrip("%")
             if not item.lstrip("-").isdigit():
-                raise SpecError(field_name, f"a slice is a whole percentage from 1 to 100, got {item!r}")
+                raise SpecError(field_name, message)
             item = int(item)
-        out.append(check_percent(field_name, item))
+        if isinstance(item, bool) or not isinstance(item, int) or not lo <= item <= hi:
+            raise SpecError(field_name, message)
+        out.append(item)
+    return tuple(out)
+
+
+def parse_slices(text: str | tuple | list, field_name: str = "slices") -> tuple[int, ...]:
+    """'25,50,100' or [25, 50] -> (25, 50, 100), each checked to be 1..100, no duplicates."""
+    out = _int_list(text, field_name, 1, 100, f"a slice is a whole percentage from 1 to 100, got {text!r}")
     if not out:
         raise SpecError(field_name, "give at least one slice percentage from 1 to 100")
     if len(set(out)) != len(out):
-        raise SpecError(field_name, f"each slice may appear once, got {out}")
-    return tuple(out)
+        raise SpecError(field_name, f"each slice may appear once, got {list(out)}")
+    return out
 
 
 @dataclass(frozen=True)
@@ -192,39 +200,21 @@ class TuneSpec:
 
 
 def parse_shape(value: Any) -> tuple[int, ...]:
-    """'1,3,224,224' or (1, 3, 224, 224) -> a tuple of positive ints."""
-    items = value.replace("x", ",").split(",") if isinstance(value, str) else list(value)
-    out = []
-    for item in items:
-        if isinstance(item, str):
-            item = item.strip()
-            if not item.isdigit():
-                raise SpecError("input_shape", f"dimensions must be positive integers like 1,3,224,224, got {value!r}")
-            item = int(item)
-        if isinstance(item, bool) or not isinstance(item, int) or item < 1:
-            raise SpecError("input_shape", f"dimensions must be positive integers like 1,3,224,224, got {value!r}")
-        out.append(item)
+    """'1,3,224,224' (or 1x3x224x224) or (1, 3, 224, 224) -> a tuple of positive ints."""
+    text = value.replace("x", ",") if isinstance(value, str) else value
+    out = _int_list(text, "input_shape", 1, 2**31 - 1,
+                    f"dimensions must be positive integers like 1,3,224,224, got {value!r}")
     if not out:
         raise SpecError("input_shape", "give at least one dimension, like 1,3,224,224")
-    return tuple(out)
+    return out
 
 
 def parse_gpus(value: Any) -> tuple[int, ...]:
     """'0,1' or (0, 1) -> GPU indices (non-negative, each once)."""
-    items = value.split(",") if isinstance(value, str) else list(value)
-    out = []
-    for item in items:
-        if isinstance(item, str):
-            item = item.strip()
-            if not item.isdigit():
-                raise SpecError("gpus", f"GPU indices are whole numbers from 0, like 0,1; got {value!r}")
-            item = int(item)
-        if isinstance(item, bool) or not isinstance(item, int) or item < 0:
-            raise SpecError("gpus", f"GPU indices are whole numbers from 0, like 0,1; got {value!r}")
-        out.append(item)
+    out = _int_list(value, "gpus", 0, 1023, f"GPU indices are whole numbers from 0, like 0,1; got {value!r}")
     if not out or len(set(out)) != len(out):
         raise SpecError("gpus", f"give each GPU index once, like 0,1; got {value!r}")
-    return tuple(out)
+    return out
 
 
 def workbench_home() -> str:
