@@ -55,12 +55,18 @@ def tuning_window(events: list[dict]) -> tuple[float, float]:
     return start, end
 
 
-def steady_rate(events: list[dict]) -> float | None:
-    """Trials per second between the first and the last measured batch (start-up excluded)."""
+def steady_rate(events: list[dict], group_s: float = 5.0) -> float | None:
+    """Trials per second after the first reported batches (start-up and warm-up round excluded).
+
+    MetaSchedule reports the warm-up round's batches together, so every batch reported within
+    `group_s` of the first counts as start-up: its trials were measured before that moment."""
     batches = sorted((e["t"], e["batch_size"]) for e in events if e["kind"] == "batch")
-    if len(batches) < 2 or batches[-1][0] <= batches[0][0]:
+    if not batches:
         return None
-    return round(sum(n for _, n in batches[1:]) / (batches[-1][0] - batches[0][0]), 4)
+    later = [(t, n) for t, n in batches if t > batches[0][0] + group_s]
+    if not later:
+        return None
+    return round(sum(n for _, n in later) / (later[-1][0] - batches[0][0]), 4)
 
 
 def utilisation(events: list[dict], t0: float, t1: float) -> dict:
