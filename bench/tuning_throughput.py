@@ -5,7 +5,9 @@
 `stock` is MetaSchedule's own tune_relax recipe in one process: the extracted tasks, stock
 `LocalBuilder` (fresh workers every batch) and `LocalRunner` on the whole device. A config
 `KxS@P` is the workbench with K shard clients, S RPC servers, each server on a P% slice.
-Every config gets the same model, trial budget, batch size, search strategy and seed.
+`KxS@P/Ngpu` places the S servers round-robin on the first N GPUs (one MPS daemon each), for scaling
+runs on multi-GPU hosts. Every config gets the same model, trial budget, batch size, search strategy
+and seed.
 
 For each config it reports trials per second, wall time, the final model latency (compiled with
 the run's database and timed on the whole device), mean CPU/GPU utilisation while tuning, where
@@ -34,18 +36,20 @@ import workbench as wb  # noqa: E402
 from workbench.hardware import TargetSpec  # noqa: E402
 from workbench.sweep import infer_at  # noqa: E402
 
-CONFIG_RE = re.compile(r"^(\d+)x(\d+)@(\d+)$")
+CONFIG_RE = re.compile(r"^(\d+)x(\d+)@(\d+)(?:/(\d+)gpu)?$")
 TOLERANCE = 1.03
 
 
 def parse_config(text: str) -> dict:
     if text == "stock":
-        return {"name": "stock", "shards": 1, "servers": 1, "slice": 100, "runner": "local", "builder": "local"}
+        return {"name": "stock", "shards": 1, "servers": 1, "slice": 100, "runner": "local", "builder": "local",
+                "gpus": 1}
     m = CONFIG_RE.match(text)
     if not m:
-        raise SystemExit(f"bad config {text!r}: use stock or KxS@P, e.g. 2x2@50")
-    k, s, p = map(int, m.groups())
-    return {"name": text, "shards": k, "servers": s, "slice": p, "runner": "rpc", "builder": "persistent"}
+        raise SystemExit(f"bad config {text!r}: use stock or KxS@P[/Ngpu], e.g. 2x2@50 or 4x8@50/2gpu")
+    k, s, p = map(int, m.groups()[:3])
+    return {"name": text, "shards": k, "servers": s, "slice": p, "runner": "rpc", "builder": "persistent",
+            "gpus": int(m.group(4) or 1)}
 
 
 def tuning_window(events: list[dict]) -> tuple[float, float]:
@@ -145,7 +149,8 @@ def evaluate_checkpoints(run: wb.Run, target: TargetSpec, n: int, work: str) -> 
 def run_config(cfg: dict, args, home: str) -> dict:
     spec = wb.TuneSpec(model=args.model, target=args.target, slices=(cfg["slice"],), servers=cfg["servers"],
                        shards=cfg["shards"], trials=args.trials, trials_per_batch=args.batch, seed=args.seed,
-                       sweep_slices=(100,), cost_model=args.cost_model, measure_timeout_s=args.measure_timeout)
+                       sweep_slices=(100,), cost_model=args.cost_model, measure_timeout_s=args.measure_timeout,
+                       gpus=tuple(range(cfg["gpus"])) if wb.detect_hardware().gpus else None)
     t_start = time.time()
     run = wb.tune(spec, home=home, runner=cfg["runner"], builder=cfg["builder"])
     status = run.wait(timeout=args.run_timeout)

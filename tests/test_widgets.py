@@ -303,3 +303,17 @@ def test_live_tuning_then_stop(home) -> None:
     assert snap["run_status"] == "stopped" and "stopped" in snap["status"]
     assert not snap["buttons"]["stop"] and snap["buttons"]["tune"]
     p.close()
+
+
+def test_live_figure_has_a_utilisation_trace_per_gpu() -> None:
+    from widgets.figures import make_live_figure, update_live_figure
+
+    fig = make_live_figure()
+    tele = pd.DataFrame({"t": [100.0, 101.0, 102.0], "cpu_percent": [50.0, 60.0, 70.0], "mem_percent": [1.0] * 3,
+                         "gpu_note": [""] * 3, "gpu0_sm_util": [1.0, 2.0, 3.0], "gpu0_mem_used_mb": [10, 10, 10],
+                         "gpu1_sm_util": [4.0, 5.0, 6.0], "gpu1_mem_used_mb": [20, 20, 20]})
+    for _ in range(2):  # a second update reuses the trace
+        update_live_figure(fig, pd.DataFrame(), tele, pd.DataFrame(columns=["t", "phase", "tuned_at"]), 100.0,
+                           now=103.0)
+    per_gpu = {tr.name: list(tr.y) for tr in fig.data if tr.name and tr.name.endswith("SM %")}
+    assert per_gpu == {"GPU0 SM %": [1.0, 2.0, 3.0], "GPU1 SM %": [4.0, 5.0, 6.0]}

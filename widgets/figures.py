@@ -148,6 +148,7 @@ def _update_telemetry(fig: go.FigureWidget, telemetry: pd.DataFrame, phases: pd.
     has_mem = len(tele) and "gpu0_mem_used_mb" in tele and tele["gpu0_mem_used_mb"].notna().any()
     mem.x, mem.y = (x, tele["gpu0_mem_used_mb"].tolist()) if has_mem else ([], [])
     fig.layout.yaxis3.visible = bool(has_mem)
+    _update_extra_gpus(fig, tele, x)
     title = UTIL_TITLE if has_gpu else f"{UTIL_TITLE} - no GPU trace: {gpu_note or 'no GPU samples yet'}"
     if fig.layout.annotations[1].text != title:
         fig.layout.annotations[1].text = title
@@ -164,6 +165,20 @@ def _update_telemetry(fig: go.FigureWidget, telemetry: pd.DataFrame, phases: pd.
         shapes.append(dict(type="line", xref="x2", yref="y2 domain", x0=span["x0"], x1=span["x0"], y0=0, y1=1,
                            line=dict(width=1, color=PHASE_COLORS.get(span["phase"], "#bdbdbd"))))
     fig.layout.shapes = shapes
+
+
+def _update_extra_gpus(fig: go.FigureWidget, tele: pd.DataFrame, x: list[float]) -> None:
+    """One SM-utilisation trace per further GPU (gpu1, gpu2, ...), added the first time it reports."""
+    extra = sorted(int(c[3:-8]) for c in tele.columns if c.startswith("gpu") and c.endswith("_sm_util")
+                   and c != "gpu0_sm_util") if len(tele) else []
+    traces = {tr.meta["gpu"]: tr for tr in fig.data if isinstance(tr.meta, dict) and "gpu" in tr.meta}
+    for gpu in extra:
+        if gpu not in traces:
+            fig.add_trace(go.Scatter(name=f"GPU{gpu} SM %", meta={"gpu": gpu}, mode="lines", x=[], y=[],
+                                     line=dict(color=PALETTE[(gpu + 2) % len(PALETTE)], width=1.5),
+                                     legendgroup="util"), row=2, col=1)
+            traces[gpu] = fig.data[-1]
+        traces[gpu].x, traces[gpu].y = x, tele[f"gpu{gpu}_sm_util"].tolist()
 
 
 # -- sweep figure -----------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from .spec import SpecError
@@ -91,7 +91,6 @@ class TargetSpec:
     kind: str  # cpu | cuda
     arch: str = ""
     num_cores: int = 1
-    extra: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "arch": self.arch, "num_cores": self.num_cores}
