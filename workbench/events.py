@@ -31,7 +31,6 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterator
 from typing import Any
 
 EVENTS_FILE = "events.jsonl"
@@ -92,25 +91,3 @@ class EventReader:
                     continue  # a torn line from a writer killed mid-write
         return events
 
-
-def read_all(path: str) -> list[dict[str, Any]]:
-    return EventReader(path).read_new()
-
-
-def follow(path: str, poll: float = 0.25, timeout: float | None = None,
-           stop_when: Any = None) -> Iterator[dict[str, Any]]:
-    """Yield events as they are appended until a run_finished event (or `timeout` seconds)."""
-    reader = EventReader(path)
-    deadline = None if timeout is None else time.monotonic() + timeout
-    while True:
-        for event in reader.read_new():
-            yield event
-            if event["kind"] == "run_finished":
-                return
-        if stop_when is not None and stop_when():
-            for event in reader.read_new():
-                yield event
-            return
-        if deadline is not None and time.monotonic() > deadline:
-            return
-        time.sleep(poll)

@@ -5,7 +5,6 @@ NVML failures are data, not exceptions: `Hardware.gpu_note` says why there is no
 from __future__ import annotations
 
 import os
-import shutil
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +26,6 @@ class Hardware:
     ncores: int
     gpus: tuple[GpuInfo, ...] = ()
     gpu_note: str = ""
-    mps_binary: str | None = None
 
     @property
     def default_target(self) -> str:
@@ -47,15 +45,14 @@ def usable_cores() -> list[int]:
 def detect() -> Hardware:
     """Cores from the affinity mask; GPUs from NVML (nvidia-ml-py), with the reason when absent."""
     ncores = len(usable_cores())
-    mps = shutil.which("nvidia-cuda-mps-control")
     try:
         import pynvml
     except ImportError:
-        return Hardware(ncores, (), "nvidia-ml-py (pynvml) is not installed", mps)
+        return Hardware(ncores, (), "nvidia-ml-py (pynvml) is not installed")
     try:
         pynvml.nvmlInit()
     except pynvml.NVMLError as err:
-        return Hardware(ncores, (), f"NVML unavailable ({err}): no NVIDIA driver on this host", mps)
+        return Hardware(ncores, (), f"NVML unavailable ({err}): no NVIDIA driver on this host")
     try:
         gpus = []
         for i in range(pynvml.nvmlDeviceGetCount()):
@@ -67,7 +64,7 @@ def detect() -> Hardware:
             gpus.append(GpuInfo(i, _text(name), _text(uuid), int(major), int(minor), int(mem)))
     finally:
         pynvml.nvmlShutdown()
-    return Hardware(ncores, tuple(gpus), "" if gpus else "NVML found no GPU", mps)
+    return Hardware(ncores, tuple(gpus), "" if gpus else "NVML found no GPU")
 
 
 def _text(value: Any) -> str:

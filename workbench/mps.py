@@ -14,10 +14,6 @@ import time
 CONTROL = "nvidia-cuda-mps-control"
 
 
-class MpsError(RuntimeError):
-    pass
-
-
 class MpsDaemon:
     """Start with `start()`; `stop()` is safe twice. `available`/`reason` say whether it runs."""
 
