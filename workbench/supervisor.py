@@ -207,7 +207,7 @@ class Supervisor:
         builder_workers, threads = self._client_resources()
         host, port = self.pool.tracker_addr if self.pool else ("", 0)
         key = self.pool.key if self.pool else ""
-        runner_workers = self.spec.servers if not self.spec.tracker else max(1, self.spec.servers)
+        runner_workers = self.spec.servers
         self.clients = []
         for shard in shards:
             job = ShardJob(run_dir=self.run_dir, work_dir=os.path.join(stage_dir, f"shard-{shard.index}"),
