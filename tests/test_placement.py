@@ -1,6 +1,7 @@
 """Server placement across GPUs, checked with the device count given explicitly (no GPU needed)."""
 import pytest
 
+from workbench.hardware import GpuInfo, visible
 from workbench.mps import MpsDaemon
 from workbench.placement import choose_gpus, gpu_server_bindings, place_servers, servers_per_gpu
 from workbench.slices import cpu_binding
@@ -71,3 +72,19 @@ def test_gpus_field_is_validated():
         with pytest.raises(SpecError) as err:
             TuneSpec(gpus=bad)
         assert err.value.field == "gpus"
+
+
+GPUS4 = tuple(GpuInfo(i, "NVIDIA H200", f"GPU-{i}aaa-{i}", 9, 0, 143771) for i in range(4))
+
+
+@pytest.mark.parametrize("env,expected", [
+    (None, [0, 1, 2, 3]),
+    ("1", [1]),
+    ("2,0", [2, 0]),
+    ("GPU-3aaa", [3]),
+    ("1,7,2", [1]),  # as in CUDA: an unknown entry hides itself and everything after it
+    ("", []),
+    ("1,1", [1]),
+])
+def test_cuda_visible_devices_selects_and_orders_gpus(env, expected):
+    assert [g.index for g in visible(GPUS4, env)] == expected

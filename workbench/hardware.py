@@ -64,7 +64,28 @@ def detect() -> Hardware:
             gpus.append(GpuInfo(i, _text(name), _text(uuid), int(major), int(minor), int(mem)))
     finally:
         pynvml.nvmlShutdown()
-    return Hardware(ncores, tuple(gpus), "" if gpus else "NVML found no GPU")
+    if not gpus:
+        return Hardware(ncores, (), "NVML found no GPU")
+    shown = visible(tuple(gpus), os.environ.get("CUDA_VISIBLE_DEVICES"))
+    note = "" if shown else f"CUDA_VISIBLE_DEVICES={os.environ['CUDA_VISIBLE_DEVICES']!r} hides every GPU"
+    return Hardware(ncores, shown, note)
+
+
+def visible(gpus: tuple[GpuInfo, ...], env: str | None) -> tuple[GpuInfo, ...]:
+    """The GPUs CUDA would show under CUDA_VISIBLE_DEVICES (indices or UUID prefixes), in its order.
+
+    NVML ignores that variable, so without this a run started with CUDA_VISIBLE_DEVICES=1 would put
+    its servers on GPU 0. As in CUDA, an entry that matches nothing hides it and everything after it."""
+    if env is None:
+        return gpus
+    shown: list[GpuInfo] = []
+    for token in (t.strip() for t in env.split(",")):
+        match = next((g for g in gpus if (token.isdigit() and g.index == int(token))
+                      or (token.startswith("GPU-") and g.uuid.startswith(token))), None)
+        if match is None or match in shown:
+            break
+        shown.append(match)
+    return tuple(shown)
 
 
 def _text(value: Any) -> str:

@@ -96,7 +96,10 @@ class Supervisor:
         signal.signal(signal.SIGINT, self._on_term)
         self.events.emit("run_started", run_id=os.path.basename(self.run_dir), pid=os.getpid(),
                          spec=json.loads(self.spec.to_json()), target=self.target.to_dict(), resume=self.resume)
-        sampler = Sampler(EventWriter(self.events.path, "telemetry").emit, 1.0, gpu=self.target.kind == "cuda").start()
+        cuda = self.target.kind == "cuda"
+        sampler = Sampler(EventWriter(self.events.path, "telemetry").emit, 1.0, gpu=cuda, cores=self.cores,
+                          gpu_indices=[self.hw.gpus[g].index for g in self.gpus if g < len(self.hw.gpus)] if cuda
+                          else None).start()
         status, message = "done", ""
         try:
             self._start_shared()

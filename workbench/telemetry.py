@@ -14,7 +14,8 @@ import psutil
 
 
 class GpuProbe:
-    def __init__(self) -> None:
+    def __init__(self, indices: list[int] | None = None) -> None:
+        """Samples the GPUs with these NVML indices (all when None)."""
         self.handles: list[Any] = []
         self.note = ""
         self.gpm: dict[int, Any] = {}
@@ -23,7 +24,8 @@ class GpuProbe:
 
             self.nvml = pynvml
             pynvml.nvmlInit()
-            self.handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
+            self.indices = [i for i in range(pynvml.nvmlDeviceGetCount()) if indices is None or i in indices]
+            self.handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in self.indices]
             if not self.handles:
                 self.note = "NVML found no GPU"
         except Exception as err:  # noqa: BLE001 - ImportError or NVMLError: report, do not fail
@@ -41,7 +43,7 @@ class GpuProbe:
         out = []
         nv = self.nvml
         for i, h in enumerate(self.handles):
-            row: dict[str, Any] = {"index": i}
+            row: dict[str, Any] = {"index": self.indices[i]}
             try:
                 mem = nv.nvmlDeviceGetMemoryInfo(h)
                 row["mem_used_mb"] = round(mem.used / 2**20)
@@ -80,10 +82,14 @@ class GpuProbe:
 class Sampler:
     """Background thread; `stop()` joins it within one interval."""
 
-    def __init__(self, emit: Callable[..., object], interval: float = 1.0, gpu: bool = True) -> None:
+    def __init__(self, emit: Callable[..., object], interval: float = 1.0, gpu: bool = True,
+                 gpu_indices: list[int] | None = None, cores: list[int] | None = None) -> None:
+        """Samples the given cores' mean load (all when None) and, with `gpu`, those NVML GPUs."""
         self.emit = emit
         self.interval = interval
         self.gpu = gpu
+        self.gpu_indices = gpu_indices
+        self.cores = cores
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="workbench-telemetry", daemon=True)
 
@@ -92,11 +98,13 @@ class Sampler:
         return self
 
     def _loop(self) -> None:
-        probe = GpuProbe() if self.gpu else None
+        probe = GpuProbe(self.gpu_indices) if self.gpu else None
         psutil.cpu_percent(percpu=True)
         try:
             while not self._stop.wait(self.interval):
                 per_cpu = psutil.cpu_percent(percpu=True)
+                if self.cores:
+                    per_cpu = [per_cpu[c] for c in self.cores if c < len(per_cpu)] or per_cpu
                 event: dict[str, Any] = {
                     "cpu_percent": round(sum(per_cpu) / max(1, len(per_cpu)), 1),
                     "mem_percent": psutil.virtual_memory().percent,

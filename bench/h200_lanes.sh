@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Two benchmark lanes side by side on the 2-GPU host (device kind nvidia-h200-x2), in one call:
+# lane 0 on GPU 0 and cores 0-15, lane 1 on GPU 1 and cores 16-31, each the size of the one-GPU
+# H200 machine (16 cores, 1 H200). Run from the repo root after `source .device/rest/unpack.sh`:
+#     bench/h200_lanes.sh 'LANE0 COMMANDS' 'LANE1 COMMANDS'
+# Each lane runs under its own WORKBENCH_HOME; logs, bench JSONs and every run's event log go to $OUT.
+set -u
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT/events" "$OUT/results"
+export PYTHONUNBUFFERED=1 OUT
+{ nvidia-smi --query-gpu=index,name,driver_version,compute_mode --format=csv; nproc; python3 --version; } > "$OUT/host.txt" 2>&1
+lane() {
+  local i=$1 cmd=$2 cores
+  cores=$([ "$i" = 0 ] && echo 0-15 || echo 16-31)
+  WORKBENCH_HOME=/tmp/wbhome$i CUDA_VISIBLE_DEVICES=$i taskset -c "$cores" bash -c "$cmd" > "$OUT/lane$i.log" 2>&1
+  echo "lane $i exit $?" >> "$OUT/lane$i.log"
+}
+lane 0 "$1" & lane 1 "${2:-true}" &
+wait
+for f in /tmp/wbhome*/runs/*/events.jsonl /tmp/wb-bench-*/runs/*/events.jsonl; do
+  [ -f "$f" ] && cp "$f" "$OUT/events/$(basename "$(dirname "$f")").jsonl"
+done
+for f in /tmp/wbhome*/runs/*/sweep.csv; do
+  [ -f "$f" ] && cp "$f" "$OUT/events/$(basename "$(dirname "$f")").sweep.csv"
+done
+ps aux | grep -E "workbench|tvm.exec|mps" | grep -v grep > "$OUT/leftover.txt" || true
+tail -5 "$OUT"/lane*.log
