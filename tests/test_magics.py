@@ -70,6 +70,11 @@ def test_runs_returns_a_dataframe(ip, tmp_path) -> None:
     ("--sweep 10,200", "sweep_slices"),
     ("--input-shape 1,x", "input_shape"),
     ("--model no_such_model", "model"),
+    ("--host nowhere", "host"),
+    ("--tracker nope", "tracker"),
+    ("--gpus 0,0", "gpus"),
+    ("--trials-per-batch many", "trials_per_batch"),
+    ("--shards", "shards"),
 ])
 def test_tune_rejects_bad_values_naming_the_field(ip, tmp_path, line, field) -> None:
     with pytest.raises(UsageError, match=rf"^{field}: "):
@@ -86,6 +91,14 @@ def test_usage_errors(ip) -> None:
         ip.run_line_magic("workbench", "attach nope")
     with pytest.raises(UsageError, match="unrecognized"):
         ip.run_line_magic("tune", "--bogus 3")
+
+
+def test_tune_help_comes_from_the_cli_options(ip, capsys) -> None:
+    doc = ip.find_line_magic("tune").__doc__
+    assert doc.startswith("Start a tuning run") and "usage: %tune" in doc
+    assert all(option in doc for option in ("--tracker", "--host", "--gpus", "--no-panel"))
+    assert ip.run_line_magic("tune", "-h") is None  # prints the help; no SystemExit
+    assert "--trials-per-batch" in capsys.readouterr().out
 
 
 def test_attach_finished_run(ip, tmp_path) -> None:

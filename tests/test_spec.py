@@ -96,7 +96,7 @@ def _cli(*args, home):
     (["tune", "--slices", "101"], "slices"),
     (["tune", "--shards", "0"], "shards"),
     (["tune", "--trials", "0"], "trials"),
-    (["tune", "--trials", "many"], "--trials must be a whole number"),
+    (["tune", "--trials", "many"], "--trials: must be a whole number"),
     (["tune", "--model", "nope"], "model"),
     (["tune", "--model", "/nonexistent/model.onnx"], "model"),
     (["tune", "--shards", "3", "--trials", "8"], "shards"),

@@ -4,10 +4,13 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .procs import ProcessError
 from .spec import SpecError, TuneSpec
+
+if TYPE_CHECKING:
+    from .run import Run
 
 
 # The CLI's default model: big enough that tuning pays off visibly (BERT-base FFN sizes, 2 tasks,
@@ -20,38 +23,51 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"workbench: error: {message}\n")
 
 
-def _add_tune_args(p: argparse.ArgumentParser) -> None:
+def add_tune_args(p: argparse.ArgumentParser) -> None:
+    """Add the options of `workbench tune` (shared with `%tune`) to `p`."""
     d = TuneSpec()
     p.add_argument("--model", default=CLI_MODEL, help="sample model name (see `workbench models`) or an .onnx path")
     p.add_argument("--input-shape", help="input shape for ONNX models with dynamic dimensions, e.g. 1,3,224,224")
     p.add_argument("--target", default=d.target, help="auto (GPU if present, else CPU), cpu or cuda")
     p.add_argument("--slices", default="100", help="percentages to tune at, e.g. 25,50,100 (one tune per slice)")
-    p.add_argument("--servers", type=_int("servers"), default=d.servers, help="RPC servers per slice")
-    p.add_argument("--shards", type=_int("shards"), default=d.shards, help="tuning client processes")
-    p.add_argument("--trials", type=_int("trials"), default=d.trials, help="total trial budget per slice")
-    p.add_argument("--trials-per-batch", type=_int("trials-per-batch"), default=d.trials_per_batch)
+    p.add_argument("--servers", type=_int, default=d.servers, help="RPC servers per slice")
+    p.add_argument("--shards", type=_int, default=d.shards, help="tuning client processes")
+    p.add_argument("--trials", type=_int, default=d.trials, help="total trial budget per slice")
+    p.add_argument("--trials-per-batch", type=_int, default=d.trials_per_batch, help="trials measured per batch")
     p.add_argument("--cost-model", default=d.cost_model, help="xgb or random")
     p.add_argument("--strategy", default=d.strategy, help="evolutionary or replay-trace")
-    p.add_argument("--seed", type=_int("seed"), default=d.seed)
+    p.add_argument("--seed", type=_int, default=d.seed, help="random seed")
     p.add_argument("--tracker", help="use an existing RPC tracker HOST:PORT:KEY instead of local servers")
     p.add_argument("--host", default=d.host, help="address servers bind to (default 127.0.0.1)")
     p.add_argument("--sweep", default="", help="after tuning, time the model at these slices, e.g. 10,30,50,100")
     p.add_argument("--gpus", help="GPU indices to place servers on, e.g. 0,1 (default: all GPUs)")
-    p.add_argument("--builder-workers", type=_int("builder-workers"), default=None)
-    p.add_argument("--measure-timeout", type=_int("measure-timeout"), default=d.measure_timeout_s)
+    p.add_argument("--builder-workers", type=_int, default=None, help="build worker processes per shard")
+    p.add_argument("--measure-timeout", type=_int, default=d.measure_timeout_s, help="seconds per measurement")
     p.add_argument("--runner", default="rpc", help=argparse.SUPPRESS)
     p.add_argument("--builder", default="persistent", help=argparse.SUPPRESS)
     p.add_argument("--sessions", default="persistent", help=argparse.SUPPRESS)
-    p.add_argument("--detach", action="store_true", help="start the run and return at once")
 
 
-def _int(name: str):
-    def parse(text: str) -> int:
-        try:
-            return int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"--{name} must be a whole number, got {text!r}") from None
-    return parse
+def _int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
+
+
+def start_tune(args: argparse.Namespace, home: str | None) -> Run:
+    """Start the run of options parsed by `add_tune_args` in the background; SpecError on bad values."""
+    import workbench as wb
+
+    spec = TuneSpec(model=args.model, input_shape=args.input_shape, target=args.target, slices=args.slices,
+                    servers=args.servers, shards=args.shards, trials=args.trials,
+                    trials_per_batch=args.trials_per_batch, cost_model=args.cost_model, strategy=args.strategy,
+                    seed=args.seed, tracker=args.tracker, host=args.host, sweep_slices=args.sweep or (),
+                    builder_workers=args.builder_workers, measure_timeout_s=args.measure_timeout, gpus=args.gpus)
+    if spec.exposed:
+        print(f"WARNING: servers will listen on {spec.host}: anyone who can reach that address can run code "
+              "on them", file=sys.stderr)
+    return wb.tune(spec, home=home, runner=args.runner, builder=args.builder, sessions=args.sessions)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -59,7 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--home", help="workbench home (default $WORKBENCH_HOME or ~/.workbench)")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     sub.add_parser("models", help="list the sample models")
-    _add_tune_args(sub.add_parser("tune", help="tune a model"))
+    p = sub.add_parser("tune", help="tune a model")
+    add_tune_args(p)
+    p.add_argument("--detach", action="store_true", help="start the run and return at once")
     p = sub.add_parser("sweep", help="time a run's tuned models at several slices")
     p.add_argument("run")
     p.add_argument("--slices", default="10,20,30,50,70,100")
@@ -185,17 +203,8 @@ def dispatch(args: argparse.Namespace) -> int:
         print(df.to_string(index=False) if len(df) else "no runs yet")
         return 0
     if args.command == "tune":
-        spec = TuneSpec(model=args.model, input_shape=args.input_shape, target=args.target, slices=args.slices,
-                        servers=args.servers, shards=args.shards, trials=args.trials,
-                        trials_per_batch=args.trials_per_batch, cost_model=args.cost_model, strategy=args.strategy,
-                        seed=args.seed, tracker=args.tracker, host=args.host,
-                        sweep_slices=args.sweep or (), builder_workers=args.builder_workers,
-                        measure_timeout_s=args.measure_timeout, gpus=args.gpus)
-        if spec.exposed:
-            print(f"WARNING: servers will listen on {spec.host}: anyone who can reach that address can run code "
-                  "on them", file=sys.stderr)
         t0 = time.time()
-        run = wb.tune(spec, home=home, runner=args.runner, builder=args.builder, sessions=args.sessions)
+        run = start_tune(args, home)
         print(f"planned in {time.time() - t0:.1f} s; run {run.id} in {run.dir}", flush=True)
         return 0 if args.detach else _follow(run)
     run = wb.open_run(args.run, home)

@@ -9,15 +9,20 @@ keep going in the background (re-open them with `%workbench attach RUN`).
 """
 from __future__ import annotations
 
-from typing import Any
+import argparse
+import inspect
+from collections.abc import Callable
+from typing import Any, NoReturn
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display
+from IPython.utils.process import arg_split
 from traitlets import Bool, Float, Unicode
 
 import workbench
+from workbench import cli
 from workbench.spec import SpecError, TuneSpec
 
 ACTIONS = ("panel", "attach", "runs", "stop")
@@ -28,13 +33,36 @@ def _usage(err: SpecError) -> UsageError:
     return UsageError(f"{err.field}: {err.message}")
 
 
-def _whole(field: str, text: str | None) -> int | None:
-    if text is None:
-        return None
-    try:
-        return int(text.strip())
-    except ValueError:
-        raise UsageError(f"{field}: must be a whole number, got {text!r}") from None
+class TuneParser(argparse.ArgumentParser):
+    """`%tune`'s options: those of `workbench tune` (`cli.add_tune_args`) plus --no-panel.
+
+    Bad options raise UsageError naming the field; -h prints the help instead of exiting the kernel.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(prog="%tune", exit_on_error=False)
+        cli.add_tune_args(self)
+        self.set_defaults(model=TuneSpec().model)  # unset options take TuneSpec's defaults, not the CLI's model
+        self.add_argument("--no-panel", action="store_true", help="start the run without showing a panel")
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+    def parse_line(self, line: str) -> argparse.Namespace | None:
+        """The options of a `%tune` line; None when it asked for (and was shown) the help."""
+        try:
+            return self.parse_args(arg_split(line))
+        except argparse.ArgumentError as err:  # a bad value (exit_on_error=False): name its option's field
+            field = (err.argument_name or "").lstrip("-").replace("-", "_")
+            raise UsageError(f"{field}: {err.message}" if field else err.message) from None
+        except SystemExit:  # argparse exits after printing the help of -h
+            return None
+
+
+def _with_tune_help(magic: Callable[..., Any]) -> Callable[..., Any]:
+    """Append TuneParser's help to `magic`'s docstring (what `%tune?` shows)."""
+    magic.__doc__ = f"{inspect.cleandoc(magic.__doc__ or '')}\n\n{TuneParser().format_help()}"
+    return magic
 
 
 @magics_class
@@ -102,20 +130,7 @@ class WorkbenchMagics(Magics):
 
     # -- %tune ----------------------------------------------------------------------------------------
     @line_magic
-    @magic_arguments()
-    @argument("--model", help="sample model name (see `workbench models`) or a path to an .onnx file")
-    @argument("--input-shape", help="input shape for ONNX models with dynamic dimensions, e.g. 1,3,224,224")
-    @argument("--target", help="auto (GPU if present, else CPU), cpu or cuda")
-    @argument("--slices", help="percentages to tune at, e.g. 25,50,100 (one tuning pass per slice)")
-    @argument("--servers", help="RPC measurement servers per slice")
-    @argument("--shards", help="tuning client processes (the model's tasks are split between them)")
-    @argument("--trials", help="total trial budget per slice")
-    @argument("--trials-per-batch", help="trials measured per batch")
-    @argument("--cost-model", help="xgb or random")
-    @argument("--strategy", help="evolutionary or replay-trace")
-    @argument("--seed", help="random seed (a whole number)")
-    @argument("--sweep", help="after tuning, time the tuned models at these slices, e.g. 10,30,50,100")
-    @argument("--no-panel", action="store_true", help="start the run without showing a panel")
+    @_with_tune_help
     def tune(self, line: str = "") -> Any:
         """Start a tuning run in the background and return its Run; shows a panel following it.
 
@@ -123,21 +138,11 @@ class WorkbenchMagics(Magics):
 
         run = %tune --model mlp --slices 25,50,100 --shards 2 --servers 2 --trials 64
         """
-        args = parse_argstring(self.tune, line)
-        fields: dict[str, Any] = {}
-        for name in ("model", "input_shape", "target", "slices", "cost_model", "strategy"):
-            value = getattr(args, name)
-            if value is not None:
-                fields[name] = value.strip()
-        for name in ("servers", "shards", "trials", "trials_per_batch", "seed"):
-            value = _whole(name, getattr(args, name))
-            if value is not None:
-                fields[name] = value
-        if args.sweep:
-            fields["sweep_slices"] = args.sweep.strip()
+        args = TuneParser().parse_line(line)
+        if args is None:
+            return None
         try:
-            spec = TuneSpec(**fields)
-            run = workbench.tune(spec, home=self.home)
+            run = cli.start_tune(args, self.home)
         except SpecError as err:
             raise _usage(err) from None
         if self.show_panel and not args.no_panel:
