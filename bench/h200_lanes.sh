@@ -11,7 +11,7 @@ export PYTHONUNBUFFERED=1 OUT
 lane() {
   local i=$1 cmd=$2 cores
   cores=$([ "$i" = 0 ] && echo 0-15 || echo 16-31)
-  WORKBENCH_HOME=/tmp/wbhome$i CUDA_VISIBLE_DEVICES=$i taskset -c "$cores" bash -c "$cmd" > "$OUT/lane$i.log" 2>&1
+  WORKBENCH_HOME=/tmp/wbhome$i CUDA_VISIBLE_DEVICES=$i timeout "${LANE_TIMEOUT:-560}" taskset -c "$cores" bash -c "$cmd" > "$OUT/lane$i.log" 2>&1
   echo "lane $i exit $?" >> "$OUT/lane$i.log"
 }
 lane 0 "$1" & lane 1 "${2:-true}" &
