@@ -33,7 +33,7 @@ def test_round_robin_placement(servers, gpus, expected):
 
 
 def _daemon(root, started):
-    d = MpsDaemon(str(root))
+    d = MpsDaemon(str(root), f"GPU-{root.name}")
     d.started = started
     d.reason = "" if started else "nvidia-cuda-mps-control not found"
     return d
@@ -46,7 +46,8 @@ def test_each_server_joins_its_own_gpus_daemon(tmp_path):
     pipes = [b.env["CUDA_MPS_PIPE_DIRECTORY"] for b in bindings]
     assert pipes == [daemons[0].pipe_dir, daemons[1].pipe_dir] * 2
     assert all(b.applied and b.env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "25" for b in bindings)
-    assert all("CUDA_VISIBLE_DEVICES" not in b.env for b in bindings)  # MPS clients must not set it
+    # each client names device 0 of its daemon (which exposes only its GPU), never an inherited index
+    assert all(b.env["CUDA_VISIBLE_DEVICES"] == "0" for b in bindings)
 
 
 def test_without_mps_servers_are_pinned_and_say_they_are_not_sliced(tmp_path):

@@ -64,6 +64,10 @@ class MpsDaemon:
         """Variables that make a CUDA process an MPS client limited to `percent` of the SMs."""
         env = {"CUDA_MPS_PIPE_DIRECTORY": self.pipe_dir, "CUDA_MPS_LOG_DIRECTORY": self.log_dir,
                "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": str(percent)}
+        if self.gpu_uuid:
+            # A client's CUDA_VISIBLE_DEVICES counts the devices the daemon exposes, which is only its GPU:
+            # an inherited index such as 1 names nothing there (cudaErrorNoDevice, seen on the 2-GPU host).
+            env["CUDA_VISIBLE_DEVICES"] = "0"
         if pinned_mem_mb:
             env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] = f"0={pinned_mem_mb}M"
         return env
