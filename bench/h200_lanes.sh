@@ -30,4 +30,6 @@ done
 ps aux | grep -E "workbench|tvm.exec|mps" | grep -v grep > "$OUT/leftover.txt" || true
 tail -5 "$OUT"/lane*.log
 # The device tool returns only a few files: everything travels in one archive.
-tar czf /tmp/call.tgz -C "$OUT" . && rm -rf "${OUT:?}"/* && mv /tmp/call.tgz "$OUT/call.tgz"
+tar czf /tmp/call.tgz --exclude='*.tgz' -C "$OUT" . && find "$OUT" -mindepth 1 ! -name '*.tgz' -delete \
+  && mv /tmp/call.tgz "$OUT/call-$(date +%s).tgz"
+rm -rf /tmp/wbhome*/runs  # archived: the next invocation in this call copies only its own runs

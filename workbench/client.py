@@ -163,7 +163,7 @@ def run(job: ShardJob) -> int:
         database = ms.database.JSONDatabase(work_dir=job.work_dir)
         done, best = previous_progress(database, good_ctx)
         remaining = max(0, job.trials - sum(done.values()))
-        progress = ProgressCallback(events.emit, job.shard, job.tuned_at, job.trials, done, best)
+        progress = ProgressCallback(events.emit, job.shard, job.tuned_at, job.trials, done, best, builder)
         progress.weights.update({c.task_name: float(w) for c, w in zip(good_ctx, good_w)})
         events.emit("shard_started", shard=job.shard, tuned_at=job.tuned_at, pid=os.getpid(),
                     tasks=[c.task_name for c in good_ctx], trials_budget=job.trials, trials_resumed=sum(done.values()))

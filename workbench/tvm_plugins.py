@@ -44,6 +44,12 @@ def _hold(seconds: float) -> None:
     time.sleep(seconds)
 
 
+def _timed_build(args: tuple) -> tuple[str, float]:
+    t0 = time.perf_counter()
+    path = _worker_func(*args)
+    return path, time.perf_counter() - t0
+
+
 @derived_object
 class PersistentBuilder(PyBuilder):
     """LocalBuilder semantics with one long-lived worker pool."""
@@ -54,6 +60,7 @@ class PersistentBuilder(PyBuilder):
         self.max_workers = max_workers
         self.timeout_sec = timeout_sec
         self.f_export = f_export
+        self.last_batch: dict[str, float] = {}  # wall and slowest-candidate seconds of the latest build
         self.pool = PopenPoolExecutor(max_workers=max_workers, timeout=timeout_sec, initializer=warm_worker,
                                       maximum_process_uses=maximum_process_uses)
 
@@ -66,13 +73,17 @@ class PersistentBuilder(PyBuilder):
     def build(self, build_inputs: list[BuilderInput]) -> list[BuilderResult]:
         results: list[BuilderResult] = []
         args = [(build_candidate, self.f_export, b.mod, b.target, _serialize_params(b.params)) for b in build_inputs]
-        for res in self.pool.map_with_error_catching(lambda x: _worker_func(*x), args):
+        t0, slowest = time.perf_counter(), 0.0
+        for res in self.pool.map_with_error_catching(_timed_build, args):
             if res.status == StatusKind.COMPLETE:
-                results.append(BuilderResult(res.value, None))
+                path, seconds = res.value
+                slowest = max(slowest, seconds)
+                results.append(BuilderResult(path, None))
             elif res.status == StatusKind.TIMEOUT:
                 results.append(BuilderResult(None, f"PersistentBuilder: timeout after {self.timeout_sec} s"))
             else:
                 results.append(BuilderResult(None, f"PersistentBuilder: exception\n{res.value}"))
+        self.last_batch = {"build_s": round(time.perf_counter() - t0, 3), "build_max_s": round(slowest, 3)}
         return results
 
     def shutdown(self) -> None:
@@ -110,8 +121,10 @@ class ProgressCallback(ms.measure_callback.PyMeasureCallback):
     """Emits one `batch` event per measured batch (after the defaults committed it to the database)."""
 
     def __init__(self, emit: Callable[..., object], shard: int, tuned_at: int, trials_budget: int,
-                 trials_offset: dict[str, int] | None = None, best_offset: dict[str, float] | None = None) -> None:
+                 trials_offset: dict[str, int] | None = None, best_offset: dict[str, float] | None = None,
+                 builder: object | None = None) -> None:
         self.emit = emit
+        self.builder = builder  # a PersistentBuilder's last batch timings go into each batch event
         self.shard = shard
         self.tuned_at = tuned_at
         self.trials_budget = trials_budget
@@ -144,4 +157,5 @@ class ProgressCallback(ms.measure_callback.PyMeasureCallback):
                   best_gflops=None if not best else round(flop / best / 1e9, 3),
                   build_errors=self.build_errors[name], run_errors=self.run_errors[name],
                   errors=errors[:2], est_shard_us=round(est * 1e6, 3),
-                  shard_tasks_measured=len(self.best), shard_tasks=len(task_scheduler.tasks_))
+                  shard_tasks_measured=len(self.best), shard_tasks=len(task_scheduler.tasks_),
+                  **getattr(self.builder, "last_batch", {}))
