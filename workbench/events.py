@@ -14,6 +14,7 @@ Every event has `t` (unix seconds), `kind` and `source`. Kinds and their extra f
 - shard_planned: shard, tuned_at, tasks, trials_budget, cost
 - shard_started / shard_finished: shard, tuned_at, pid | exit_code, trials_done
 - shard_failed: shard, tuned_at, exit_code, log_tail
+- server_lost: server, tuned_at, exit_code, servers_left, log_tail (measuring goes on on the others)
 - task_skipped: shard, task, reason (a task whose design space cannot be generated)
 - batch: shard, tuned_at, task, task_id, weight, flop, batch_size, trials_done (task),
   trials_budget (shard), shard_trials_done, latest_us (list), best_us, best_gflops,
@@ -28,6 +29,7 @@ Every event has `t` (unix seconds), `kind` and `source`. Kinds and their extra f
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
 import time
@@ -35,6 +37,7 @@ from typing import Any
 
 EVENTS_FILE = "events.jsonl"
 TERMINAL = ("done", "partial", "failed", "stopped")
+EVENT_START = b'{"t":'  # every line starts so (see EventWriter.emit)
 
 
 class EventWriter:
@@ -49,9 +52,11 @@ class EventWriter:
         line = (json.dumps(event, default=_json_default, separators=(",", ":")) + "\n").encode()
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:
-            os.write(fd, line)
+            written = os.write(fd, line)
         finally:
             os.close(fd)
+        if written < len(line):  # only a full disk cuts a regular file's write short
+            raise OSError(errno.ENOSPC, f"No space left on device: event {kind!r} cut short", self.path)
         return event
 
 
@@ -85,9 +90,24 @@ class EventReader:
         events = []
         for line in lines:
             if line.strip():
-                try:
-                    events.append(json.loads(line))
-                except json.JSONDecodeError:
-                    continue  # a torn line from a writer killed mid-write
+                event = _decode(line)
+                if event is not None:
+                    events.append(event)
         return events
+
+
+def _decode(line: bytes) -> dict[str, Any] | None:
+    """One event line; a line glued to the torn end of a write cut short (killed writer, full disk) keeps
+    its event. None when nothing whole is left."""
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError:
+        pass
+    start = line.find(EVENT_START, 1)
+    while start > 0:
+        try:
+            return json.loads(line[start:])
+        except json.JSONDecodeError:
+            start = line.find(EVENT_START, start + 1)
+    return None
 

@@ -12,6 +12,8 @@ import sys
 
 import numpy as np
 
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
 
 def _device(kind: str):
     import tvm
@@ -76,12 +78,26 @@ def run(job: dict) -> list[dict]:
     return out
 
 
+def die_with_parent(parent_pid: int | None) -> None:
+    """Linux: be killed when the process that started us dies, so that a killed sweep leaves no worker."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import signal
+
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+    if parent_pid and os.getppid() != parent_pid:  # it died before prctl took effect
+        os._exit(1)
+
+
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1:
         sys.exit("usage: python -m workbench.infer JOB_JSON")
     with open(argv[0]) as f:
         job = json.load(f)
+    die_with_parent(job.get("parent_pid"))
+    print(f"workbench.infer {os.getpid()} started for {job.get('parent_pid')}", flush=True)
     results = run(job)
     if job.get("out"):
         tmp = job["out"] + ".tmp"

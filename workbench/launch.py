@@ -5,6 +5,7 @@ Everything that can be wrong with the input is found here, before any process st
 from __future__ import annotations
 
 import dataclasses
+import glob
 import os
 import subprocess
 import sys
@@ -70,6 +71,7 @@ def start_supervisor(run_dir: str, resume: bool = False) -> int:
 
     # Marks the (re)start at once, so that a Run opened now does not read an older run_finished as its end.
     EventWriter(os.path.join(run_dir, "events.jsonl"), "launcher").emit("launched", resume=resume)
+    store.reserve_space(run_dir)  # the supervisor frees it at the end: room for its last events on a full disk
     env = dict(os.environ)
     env["PYTHONUNBUFFERED"] = "1"
     argv = [sys.executable, "-m", "workbench.supervisor", run_dir] + (["--resume"] if resume else [])
@@ -112,10 +114,18 @@ def tune(spec: TuneSpec | None = None, *, home: str | None = None, runner: str =
     return Run(run_dir)
 
 
+def repair_databases(run_dir: str) -> list[str]:
+    """Cut the unfinished last record (a write cut short by a full disk) off every shard database."""
+    pattern = os.path.join(run_dir, "stages", "*", "shard-*", "database_*.json")
+    return [path for path in sorted(glob.glob(pattern)) if store.trim_torn_tail(path)]
+
+
 def resume(run: str | Run, home: str | None = None) -> Run:
     """Continue a stopped, partial or crashed run from its shard databases."""
     r = run if isinstance(run, Run) else Run(store.find_run_dir(run, home))
     if r.status == "running":
         raise SpecError("run", f"run {r.id} is still running")
+    store.ensure_free_space(r.dir)
+    repair_databases(r.dir)
     start_supervisor(r.dir, resume=True)
     return Run(r.dir)

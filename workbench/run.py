@@ -152,6 +152,7 @@ class Run:
         if self._finished_event() is None and not self.supervisor_alive():
             from .events import EventWriter
 
+            store.release_space(self.dir)  # room for the last event on a full disk
             EventWriter(os.path.join(self.dir, "events.jsonl"), "run").emit(
                 "run_finished", status="stopped", message="stopped (supervisor did not finish on its own)")
         return self.status

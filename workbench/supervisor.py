@@ -100,7 +100,7 @@ class Supervisor:
         sampler = Sampler(EventWriter(self.events.path, "telemetry").emit, 1.0, gpu=cuda, cores=self.cores,
                           gpu_indices=[self.hw.gpus[g].index for g in self.gpus if g < len(self.hw.gpus)] if cuda
                           else None).start()
-        status, message = "done", ""
+        status, message, error = "done", "", None
         try:
             self._start_shared()
             for tuned_at in self.spec.slices:
@@ -111,6 +111,7 @@ class Supervisor:
                 self._phase("sweeping")
                 sweep_run(self.run_dir, list(self.spec.sweep_slices), daemon=self.daemon, events=self.events,
                           should_stop=lambda: self.stop_requested)
+                self._check_stop()  # a stopped sweep is a stopped run, not a done one
             if self.failed_shards:
                 status = "partial"
                 message = f"shards failed: {', '.join(self.failed_shards)}"
@@ -118,10 +119,15 @@ class Supervisor:
             status, message = "stopped", "stopped on request; resume with `workbench resume`"
         except Exception as err:  # noqa: BLE001 - becomes an event, never a silent death
             status, message = "failed", f"{type(err).__name__}: {err}"
-            self.events.emit("error", where="supervisor", message=message, traceback=traceback.format_exc()[-3000:])
+            if store.is_disk_full(err):
+                message = store.disk_full_message(self.run_dir)
+            error = {"where": "supervisor", "message": message, "traceback": traceback.format_exc()[-3000:]}
         finally:
+            store.release_space(self.run_dir)  # room for procs.json and the last events, even on a full disk
             self._cleanup()
             sampler.stop()
+        if error:
+            self.events.emit("error", **error)
         self.events.emit("run_finished", status=status, message=message)
         return status
 
@@ -239,6 +245,7 @@ class Supervisor:
 
     def _wait_clients(self, tuned_at: int) -> None:
         pending = dict(enumerate(self.clients))
+        lost: set[str] = set()
         while pending:
             if self.stop_requested:
                 raise Stopped()
@@ -255,9 +262,20 @@ class Supervisor:
             if health["tracker_dead"]:
                 raise ProcessError("the RPC tracker died; measured records are kept in the shard databases")
             if health["servers_dead"] and len(health["servers_dead"]) == health["servers_wanted"]:
-                raise ProcessError(f"all RPC servers died ({', '.join(health['servers_dead'])}); "
-                                   f"see {self.run_dir}/logs")
+                raise ProcessError(f"all RPC servers died ({', '.join(health['servers_dead'])}); measured "
+                                   f"records are kept in the shard databases; see {self.run_dir}/logs")
+            self._report_lost_servers(tuned_at, health, lost)
+            store.check_space(self.run_dir)  # a full disk stops the run before its writers break
             time.sleep(CLIENT_POLL_S)
+
+    def _report_lost_servers(self, tuned_at: int, health: dict, reported: set[str]) -> None:
+        """One `server_lost` event per server that died while others measure on (the tracker drops it)."""
+        for server in self.pool.servers if self.pool else []:
+            if server.name in health["servers_dead"] and server.name not in reported:
+                reported.add(server.name)
+                self.events.emit("server_lost", server=server.name, tuned_at=tuned_at, exit_code=server.poll(),
+                                 servers_left=health["servers_wanted"] - len(health["servers_dead"]),
+                                 log_tail=tail(server.log_path, 10), log=server.log_path)
 
     def _finish_stage(self, tuned_at: int, stage_dir: str, shards: list[Shard]) -> None:
         from .models import load_model

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import json
 import os
+import time
+from collections.abc import Callable
 
 import pandas as pd
 
@@ -15,13 +17,32 @@ from .slices import bind
 from .spec import Slice, TuneSpec
 
 INFER_TIMEOUT_S = 600.0
+STOP_POLL_S = 0.2
 SWEEP_FILE = "sweep.csv"
+
+
+class Interrupted(Exception):
+    """An inference worker was stopped because its caller was asked to stop."""
+
+
+def _wait(proc: ManagedProcess, timeout: float, should_stop: Callable[[], bool]) -> int | None:
+    """The worker's exit code, None after `timeout`; raises Interrupted as soon as should_stop()."""
+    deadline = time.monotonic() + timeout
+    while (left := deadline - time.monotonic()) > 0:
+        code = proc.wait(min(STOP_POLL_S, left))
+        if code is not None:
+            return code
+        if should_stop():
+            raise Interrupted(f"{proc.name} stopped on request")
+    return None
 
 
 def infer_at(run_dir: str, percent: int, libs: dict[str, str], model, target: TargetSpec,
              daemon: MpsDaemon | None, env: dict[str, str], reference: str | None = None,
-             timeout: float = INFER_TIMEOUT_S) -> list[dict]:
-    """Run `workbench.infer` under slice `percent` on `libs`; return one result dict per library."""
+             timeout: float = INFER_TIMEOUT_S, should_stop: Callable[[], bool] = lambda: False) -> list[dict]:
+    """Run `workbench.infer` under slice `percent` on `libs`; return one result dict per library.
+
+    The worker dies with its caller (Linux) and is stopped as soon as `should_stop()` (Interrupted)."""
     folder = os.path.join(run_dir, "infer")
     os.makedirs(folder, exist_ok=True)
     binding = bind(target.kind, Slice(percent), sorted(os.sched_getaffinity(0)), 0, daemon)
@@ -29,7 +50,7 @@ def infer_at(run_dir: str, percent: int, libs: dict[str, str], model, target: Ta
     out = os.path.join(folder, f"result-{tag}.json")
     job = {"device": target.device_type, "libs": libs, "reference": reference, "input_shape": list(model.input_shape),
            "dtype": model.dtype, "slice_percent": percent, "out": out,
-           "min_repeat_ms": 20 if target.kind == "cuda" else 50}
+           "min_repeat_ms": 20 if target.kind == "cuda" else 50, "parent_pid": os.getpid()}
     job_path = os.path.join(folder, f"job-{tag}.json")
     with open(job_path, "w") as f:
         json.dump(job, f)
@@ -38,11 +59,12 @@ def infer_at(run_dir: str, percent: int, libs: dict[str, str], model, target: Ta
     proc = ManagedProcess(f"infer-{percent}", python_argv("workbench.infer", job_path), {**env, **binding.env},
                           os.path.join(run_dir, "logs", f"infer-{tag}.log"), cpu_affinity=binding.cores or None)
     proc.start()
-    code = proc.wait(timeout)
-    if code is None:
+    try:
+        code = _wait(proc, timeout, should_stop)
+    finally:
         proc.stop()
+    if code is None:
         raise ProcessError(f"inference at {percent}% took longer than {timeout:.0f} s; killed")
-    proc.stop()
     if code != 0 or not os.path.exists(out):
         raise ProcessError(f"inference at {percent}% failed (exit {code}):\n{tail(proc.log_path)}")
     with open(out) as f:
@@ -53,7 +75,7 @@ def infer_at(run_dir: str, percent: int, libs: dict[str, str], model, target: Ta
 
 
 def sweep_run(run_dir: str, slices: list[int], daemon: MpsDaemon | None = None, events: EventWriter | None = None,
-              should_stop=lambda: False) -> pd.DataFrame:
+              should_stop: Callable[[], bool] = lambda: False) -> pd.DataFrame:
     """Time every tuned model of a run at every slice; write sweep.csv and `sweep_point` events."""
     from .models import load_model
 
@@ -78,7 +100,11 @@ def sweep_run(run_dir: str, slices: list[int], daemon: MpsDaemon | None = None, 
         for percent in slices:
             if should_stop():
                 break
-            for r in infer_at(run_dir, percent, libs, model, target, daemon, env):
+            try:
+                timed = infer_at(run_dir, percent, libs, model, target, daemon, env, should_stop=should_stop)
+            except Interrupted:
+                break
+            for r in timed:
                 row = {"model": spec.model, "tuned_at": int(r["name"]), "inferred_at": percent,
                        "latency_ms_median": r["latency_ms_median"], "latency_ms_iqr": r["latency_ms_iqr"],
                        "sm_count": r.get("sm_count"), "cores": r.get("cores"),
