@@ -1,14 +1,19 @@
-"""Summarise the H200 throughput runs: bench/results/h200/*.bench.json + their event logs.
+"""Summarise every measured H200 run into bench/results/H200.md, h200_summary.json, h200_slice_matrix.csv.
 
     python bench/summarize_h200.py
 
-Recomputes every time-based metric from the committed event logs with one definition (wall clock
-from the run's start, servers and clients starting included, to its last tuning client's end), takes
-latencies from the bench files (measured on the device), and writes bench/results/h200_summary.json
-and bench/results/H200.md. Nothing here is measured anew.
+Nothing here is measured anew: it reads the committed outputs of the device runs.
+- `h200/`: session 1 on the one-GPU kind (1 H200, 16 cores); stock (call 5) and the workbench
+  (calls 6 and 8) in separate calls; bench JSONs plus every run's event log.
+- `h200x2/call2_lanes/`: session 2 on the two-GPU kind, stock and the workbench side by side in one
+  call: stock on GPU 0 and cores 0-15, the workbench configs one after another on GPU 1 and cores
+  16-31 (`bench/h200_lanes.sh`). Each row is the line `tuning_throughput.py` printed.
+- `h200x2/call4_scaling_1gpu/`, `call6_scaling_2gpu/`: ResNet-18 on 1 GPU + 16 cores, then 2 GPUs + 32 cores.
+- `h200x2/call8_slice_matrix/`: mlp tuned at 25/50/100 %, timed at 10..100 % (the engine's sweep).
 """
 from __future__ import annotations
 
+import csv
 import glob
 import json
 import os
@@ -18,142 +23,235 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from tuning_throughput import steady_rate, tuning_window  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SRC = os.path.join(HERE, "results", "h200")
+RESULTS = os.path.join(HERE, "results")
+S1, S2 = os.path.join(RESULTS, "h200"), os.path.join(RESULTS, "h200x2")
 TOLERANCE = 1.03
+GOAL = {"trials_per_s_ratio": 5.0, "time_to_same_latency_reduction": 0.75, "final_latency_ratio_max": 1.03}
 
 
-def load_events(run_id: str) -> list[dict]:
-    with open(os.path.join(SRC, "events", f"{run_id}.jsonl")) as f:
+def events(path: str) -> list[dict]:
+    with open(path) as f:
         return [json.loads(line) for line in f if line.strip()]
 
 
-def metrics(row: dict, call: str) -> dict:
-    ev = load_events(row["run"])
-    t0, t1 = tuning_window(ev)
-    batches = sorted((e["t"], e["batch_size"]) for e in ev if e["kind"] == "batch")
-    steady = steady_rate(ev)
-    tel = [e for e in ev if e["kind"] == "telemetry" and t0 <= e["t"] <= t1]
-    cpu = [e["cpu_percent"] for e in tel]
-    gpu = [g["sm_util"] for e in tel for g in e.get("gpus", []) if g.get("sm_util") is not None]
-    # Latency reached by the end of each batch: from checkpoints where they exist, else the final value.
-    tuning_start = min(e["t"] for e in ev if e["kind"] == "phase" and e["phase"] == "tuning")
-    cps = []
-    for cp in row.get("checkpoints") or []:
-        if cp.get("latency_ms") is None:
-            continue
-        # call 5/6 checkpoints were timed from the tuning phase; call 8 from the run start
-        offset = (tuning_start - t0) if call in ("call5_stock", "call6_workbench") else 0.0
-        cps.append({"t_s": round(cp["t_s"] + offset, 1), "latency_ms": cp["latency_ms"]})
-    return {"config": row["name"], "call": call, "run": row["run"], "trials": row["trials"],
-            "wall_s": round(t1 - t0, 1), "first_batch_s": round(batches[0][0] - t0, 1),
-            "trials_per_s": round(row["trials"] / (t1 - t0), 4),
-            "steady_trials_per_s": round(steady, 4) if steady else None,
-            "final_latency_ms": round(row["final_latency_ms"], 5), "server_sm_counts": row.get("server_sm_counts"),
-            "cpu_util_mean": round(sum(cpu) / len(cpu), 1) if cpu else None,
-            "gpu_sm_util_mean": round(sum(gpu) / len(gpu), 2) if gpu else None, "checkpoints": cps,
-            "phases_s": row.get("phases_s")}
-
-
-ANALYSIS = """## Where the time goes (from the event logs above)
-
-- The GPU is idle in every configuration: mean SM utilisation (NVML GPM) 0.2-0.4 % while tuning;
-  tuning is bound by the CPU-side work and by fixed start-up costs, not by measurement.
-- Stock spends 200 s before its first measured batch (one client importing TVM's tensor intrinsics,
-  then fresh `LocalBuilder` workers per batch, each re-importing them); afterwards it runs 0.26 trials/s.
-- The workbench (call 6) reaches its first batch after 116-129 s: ~30 s tracker and servers, ~28 s
-  client start-up, then a warm-up round whose builder workers start (and import) once. Afterwards it
-  runs 0.57-1.04 trials/s, up to 4.0x stock. With only 48 trials the fixed start-up dominates, so the
-  whole-run ratio is 1.8-2.2x: **the remaining bottleneck is the ~120 s before the first batch**.
-- Call 8 overlapped server and client start-up and pre-started the builder workers: 2x2@50 reached its
-  first batch 33 s sooner (84 s), but 1x1@100 got slower (144 s) with a 50 s stretch of idle CPU in its
-  first round that is not explained yet.
-- Sliced servers (25 %, 50 %) measure candidates on fewer SMs; with 48 trials the models they chose are
-  1.45-1.57x slower on the whole GPU than stock's, so only 1x1@100 reached stock's latency (0.84x).
-- Not yet tried: a budget of hundreds of trials (where the steady-state ratio shows), a model with many
-  tasks (ResNet-18: 18 tasks) so that 4-8 shards have work, explaining the idle stretch.
-""".splitlines() + [""]
-
-
-def slice_matrix() -> list[str]:
-    """h200_slice_matrix.csv from every committed sweep (so far: the smoke run, tuned at 50% only)."""
-    import csv
-
+def session1_rows() -> list[dict]:
+    """Calls 5, 6, 8: time metrics recomputed from the event logs with one definition."""
     rows = []
-    for path in sorted(glob.glob(os.path.join(SRC, "*", "sweep.csv"))):
+    for path in sorted(glob.glob(os.path.join(S1, "*.bench.json"))):
+        call = os.path.basename(path).split(".")[0]
+        with open(path) as f:
+            configs = [r for r in json.load(f)["configs"] if r.get("status") == "done"]
+        for r in configs:
+            ev = events(os.path.join(S1, "events", f"{r['run']}.jsonl"))
+            t0, t1 = tuning_window(ev)
+            tuning_start = min(e["t"] for e in ev if e["kind"] == "phase" and e["phase"] == "tuning")
+            # call 5/6 checkpoints were timed from the tuning phase, call 8's from the run start
+            offset = (tuning_start - t0) if call in ("call5_stock", "call6_workbench") else 0.0
+            rows.append({"session": 1, "call": call, "config": r["name"], "run": r["run"], "trials": r["trials"],
+                         "wall_s": round(t1 - t0, 1),
+                         "first_batch_s": round(min(e["t"] for e in ev if e["kind"] == "batch") - t0, 1),
+                         "trials_per_s": round(r["trials"] / (t1 - t0), 4), "steady_trials_per_s": steady_rate(ev),
+                         "final_latency_ms": round(r["final_latency_ms"], 5),
+                         "checkpoints": [{"t_s": round(c["t_s"] + offset, 1), "latency_ms": c["latency_ms"]}
+                                         for c in r.get("checkpoints") or [] if c.get("latency_ms") is not None],
+                         "server_sm_counts": r.get("server_sm_counts")})
+    return rows
+
+
+def session2_rows() -> list[dict]:
+    """The two lanes of call 2: the rows the bench printed (its bench JSONs did not come back)."""
+    rows = []
+    for lane in sorted(glob.glob(os.path.join(S2, "call2_lanes", "lane*.log"))):
+        with open(lane) as f:
+            for line in f:
+                if line.startswith('{"name"'):
+                    r = json.loads(line)
+                    if r.get("status") == "done":
+                        rows.append({"session": 2, "call": "call2_lanes", "config": r["name"], "run": r["run"],
+                                     "trials": r["trials"], "wall_s": r["wall_s"], "first_batch_s": r["first_batch_s"],
+                                     "trials_per_s": r["trials_per_s"], "steady_trials_per_s": r["steady_trials_per_s"],
+                                     "final_latency_ms": round(r["final_latency_ms"], 5), "checkpoints": [],
+                                     "server_sm_counts": r.get("server_sm_counts"),
+                                     "cpu_util_mean": r.get("cpu_util_mean"), "gpu_util_mean": r.get("gpu_util_mean")})
+                    else:
+                        rows.append({"session": 2, "call": "call2_lanes", "config": r["name"], "run": r.get("run"),
+                                     "failed": r.get("message", "").splitlines()[-1][:160]})
+    return rows
+
+
+def compare(rows: list[dict]) -> None:
+    """Ratios against the stock row of the same session; time to stock's final latency from checkpoints."""
+    for session in {r["session"] for r in rows}:
+        mine = [r for r in rows if r["session"] == session and "failed" not in r]
+        stock = next(r for r in mine if r["config"] == "stock")
+        ref = stock["final_latency_ms"]
+        for r in mine:
+            r["trials_per_s_ratio"] = round(r["trials_per_s"] / stock["trials_per_s"], 3)
+            r["steady_ratio"] = round(r["steady_trials_per_s"] / stock["steady_trials_per_s"], 3)
+            r["final_latency_ratio"] = round(r["final_latency_ms"] / ref, 3)
+            reached = [c["t_s"] for c in r["checkpoints"] if c["latency_ms"] <= ref * TOLERANCE]
+            if not r["checkpoints"] and r["final_latency_ms"] <= ref * TOLERANCE:
+                reached = [r["wall_s"]]  # no checkpoints: at the end at the latest
+            r["time_to_stock_latency_s"] = min(reached) if reached else None
+            r["time_to_same_latency_reduction"] = round(1 - min(reached) / stock["wall_s"], 3) if reached else None
+
+
+def scaling() -> tuple[dict, list[str]]:
+    """ResNet-18, the best one-GPU shape (K shards, one server per GPU at 100 %) on 1 and 2 GPUs."""
+    with open(os.path.join(S2, "call4_scaling_1gpu", "x2_scaling_1gpu.json")) as f:
+        one = json.load(f)["configs"][0]
+    ev = events(glob.glob(os.path.join(S2, "call6_scaling_2gpu", "*.jsonl"))[0])
+    t0 = min(e["t"] for e in ev if e["kind"] == "run_started")
+    batches = [e for e in ev if e["kind"] == "batch"]
+    t_last = max(e["t"] for e in batches) - t0
+    done2 = sum(e["batch_size"] for e in batches)
+    finished = sum(1 for e in ev if e["kind"] == "shard_finished")
+    shards2 = sum(1 for e in ev if e["kind"] == "shard_planned")
+    tel = [e["cpu_percent"] for e in ev if e["kind"] == "telemetry"]
+    rate1, rate2 = one["trials_per_s"], done2 / t_last
+    table = {"model": "resnet18", "trials_budget": 144, "batch": 8,
+             "one_gpu": {"config": one["name"], "cores": 16, "trials": one["trials"], "wall_s": one["wall_s"],
+                         "trials_per_s": rate1, "cpu_util_mean": one["cpu_util_mean"]},
+             "two_gpus": {"config": "8x2@100/2gpu", "cores": 32, "trials": done2, "wall_s": round(t_last, 1),
+                          "trials_per_s": round(rate2, 4), "cpu_util_mean": round(sum(tel) / len(tel), 1),
+                          "note": f"cut off by the call's time limit: {finished} of {shards2} shards had finished; "
+                                  "trials/s counts what was measured until the last batch"},
+             "speedup": round(rate2 / rate1, 3), "fraction_of_linear": round(rate2 / (2 * rate1), 3),
+             "goal_fraction_of_linear": 0.85}
+    lines = ["## Scaling across GPUs (issue 6): ResNet-18, `nvidia-h200-x2`", "",
+             "The best one-GPU shape from the lanes above (shards > servers, each server a whole GPU) on one GPU "
+             "with 16 cores (`taskset -c 0-15`, call 4), then doubled on both GPUs with all 32 cores (call 6). "
+             "ResNet-18 (18 tasks), budget 144 trials in batches of 8, checkpoints off.", "",
+             "| GPUs | config | cores | trials | wall s | trials/s | CPU % |", "|---|---|---|---|---|---|---|",
+             f"| 1 | {one['name']} | 16 | {one['trials']} | {one['wall_s']} | {rate1} | {one['cpu_util_mean']} |",
+             f"| 2 | 8x2@100/2gpu | 32 | {done2} (cut off) | {t_last:.1f} | {rate2:.4f} | {table['two_gpus']['cpu_util_mean']} |",
+             "", f"Two GPUs: **{table['speedup']}x** one GPU's trials/s, **{table['fraction_of_linear']:.0%} of linear** "
+             "(goal 85 %): NOT met. Both GPUs idled (SM utilisation ~0 %) while the CPUs ran at 83 %; each shard "
+             "client's evolutionary search and NVRTC builds (up to 25-48 s for one conv candidate) bound the "
+             "run, and per-batch times per shard were about 1.7x longer with 32 busy cores than with 16, so the "
+             "32 vCPUs did not add compute in proportion. The 2-GPU run was cut off by the call's time limit "
+             f"({finished} of {shards2} shards done). Its plan also left 6 small tasks of one shard without a "
+             "batch (budget 16 for 8 tasks): planning now gives every task at least one batch.", ""]
+    return table, lines
+
+
+def matrix() -> tuple[list[dict], list[str]]:
+    rows = []
+    for path in sorted(glob.glob(os.path.join(S2, "call8_slice_matrix", "*.sweep.csv"))):
         with open(path) as f:
             rows += list(csv.DictReader(f))
     cols = ["model", "tuned_at", "inferred_at", "latency_ms_median", "latency_ms_iqr"]
-    with open(os.path.join(HERE, "results", "h200_slice_matrix.csv"), "w", newline="") as f:
+    with open(os.path.join(RESULTS, "h200_slice_matrix.csv"), "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=cols, extrasaction="ignore")
         w.writeheader()
         w.writerows(rows)
-    out = ["## Latency versus slice (h200_slice_matrix.csv)", "",
-           "Only the smoke run's sweep so far: `mlp` tuned at 50% (2 shards x 2 servers, 32 trials), timed under "
-           "MPS at each inference slice (the process reported its SM count). The full tuned-at 25/50/100 x "
-           "inferred-at 10..100 table for two models is still to be measured.", "",
-           "| model | tuned at % | inferred at % | SMs | median ms | IQR ms |", "|---|---|---|---|---|---|"]
-    for r in rows:
-        out.append(f"| {r['model']} | {r['tuned_at']} | {r['inferred_at']} | {r.get('sm_count', '')} | "
-                   f"{float(r['latency_ms_median']):.4f} | {float(r['latency_ms_iqr']):.5f} |")
-    return out + [""]
+    inferred = sorted({int(r["inferred_at"]) for r in rows})
+    lines = ["## Latency versus slice (h200_slice_matrix.csv)", "",
+             "`python -m workbench tune --target cuda --model mlp --slices 25,50,100 --shards 2 --servers 1 "
+             "--trials 32 --trials-per-batch 16 --sweep 10,20,30,50,70,100` (call 8, lane 0: GPU 0, cores 0-15): one "
+             "tune per slice (the server under MPS reported 32 / 66 / 132 SMs), then every tuned model timed "
+             "under MPS at each inference slice. Median ms (IQR in the CSV):", "",
+             "| tuned at \\ inferred at | " + " | ".join(f"{p} %" for p in inferred) + " |",
+             "|---|" + "---|" * len(inferred)]
+    for tuned in sorted({int(r["tuned_at"]) for r in rows}):
+        by = {int(r["inferred_at"]): float(r["latency_ms_median"]) for r in rows if int(r["tuned_at"]) == tuned}
+        lines.append(f"| {tuned} % | " + " | ".join(f"{by[p]:.3f}" for p in inferred) + " |")
+    lines += ["", "SM counts at 10/20/30/50/70/100 %: 12/26/38/66/92/132. With 16 trials per task the tuned "
+              "kernels were slower than TVM's untuned (dlight) build (0.30 vs 0.19 ms at 100 %), so this table "
+              "shows search noise more than the effect of the tuning slice; the slice effect itself is clear: "
+              "every model runs 2.2-2.5x slower at 10 % than at 100 %, and flattens above 50 %. The second "
+              "model (resnet18-small, lane 1 of the same call) was cut off by the call's time limit in its 50 % "
+              "stage: only one model's matrix is measured.", ""]
+    return rows, lines
+
+
+def fmt(r: dict) -> str:
+    if "failed" in r:
+        return f"| {r['config']} | {r['call']} | failed: {r['failed']} |" + " |" * 11
+    return (f"| {r['config']} | {r['call']} | {r['trials']} | {r['wall_s']} | {r['first_batch_s']} | "
+            f"{r['trials_per_s']} | {r['trials_per_s_ratio']} | {r['steady_trials_per_s']} | {r['steady_ratio']} | "
+            f"{r['final_latency_ms']} | {r['final_latency_ratio']} | {r['time_to_stock_latency_s']} | "
+            f"{r['server_sm_counts']} |")
+
+
+HEADER = ["| config | call | trials | wall s | first batch s | trials/s | x stock | steady trials/s | x stock | "
+          "final latency ms | x stock | time to stock latency s | server SMs |",
+          "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
 
 
 def main() -> None:
-    rows = []
-    for path in sorted(glob.glob(os.path.join(SRC, "*.bench.json"))):
-        call = os.path.basename(path).split(".")[0]
-        with open(path) as f:
-            data = json.load(f)
-        rows += [metrics(r, call) for r in data["configs"] if r.get("status") == "done"]
-    stock = next(r for r in rows if r["config"] == "stock")
-    ref = stock["final_latency_ms"]
-    for r in rows:
-        r["trials_per_s_ratio"] = round(r["trials_per_s"] / stock["trials_per_s"], 3)
-        r["steady_ratio"] = round(r["steady_trials_per_s"] / stock["steady_trials_per_s"], 3)
-        r["final_latency_ratio"] = round(r["final_latency_ms"] / ref, 3)
-        reached = [cp["t_s"] for cp in r["checkpoints"] if cp["latency_ms"] <= ref * TOLERANCE]
-        r["time_to_stock_latency_s"] = min(reached) if reached else None
-        r["time_to_same_latency_reduction"] = (round(1 - r["time_to_stock_latency_s"] / stock["wall_s"], 3)
-                                               if reached else None)
-    candidates = [r for r in rows if r["config"] != "stock" and r["time_to_same_latency_reduction"] is not None]
-    best = max(candidates, key=lambda r: r["time_to_same_latency_reduction"])
-    summary = {"model": "mlp", "model_shapes": "BERT-base FFN: 128x768 -> 3072 -> 768 (2 tasks)",
-               "machine": "NVIDIA H200 (lent, Firecracker), 16 cores, driver 580.159.04",
-               "tvm": "0.27.0.post1", "date": "2026-11-29", "trials": 48, "batch": 16,
-               "best_config": best["config"], "trials_per_s_ratio": best["trials_per_s_ratio"],
-               "time_to_same_latency_reduction": best["time_to_same_latency_reduction"],
-               "final_latency_ratio": best["final_latency_ratio"],
-               "max_trials_per_s_ratio": max(r["trials_per_s_ratio"] for r in rows),
-               "max_steady_trials_per_s_ratio": max(r["steady_ratio"] for r in rows),
-               "goal": {"trials_per_s_ratio": 5.0, "time_to_same_latency_reduction": 0.75,
-                        "final_latency_ratio_max": 1.03},
-               "goal_met": False, "note": ("stock and workbench configs ran in separate device calls "
-                                           "(calls 5, 6 and 8 of one session, same machine kind)"),
-               "runs": rows}
-    summary["goal_met"] = (best["trials_per_s_ratio"] >= 5 and best["time_to_same_latency_reduction"] >= 0.75
-                           and best["final_latency_ratio"] <= 1.03)
-    with open(os.path.join(HERE, "results", "h200_summary.json"), "w") as f:
+    s1, s2 = session1_rows(), session2_rows()
+    compare(s1 + s2)
+    ok2 = [r for r in s2 if "failed" not in r and r["config"] != "stock"]
+    best = max(ok2, key=lambda r: r["trials_per_s"])
+    reached = best["time_to_same_latency_reduction"] is not None
+    scale, scale_lines = scaling()
+    mrows, matrix_lines = matrix()
+    s1_best = next(r for r in s1 if r["config"] == "1x1@100" and r["call"] == "call6_workbench")
+    summary = {
+        "model": "mlp", "model_shapes": "BERT-base FFN: 128x768 -> 3072 -> 768 (2 tasks)",
+        "machine": "nvidia-h200-x2 (2x NVIDIA H200, 32 vCPUs, driver 580.159.04); each lane 1 GPU + 16 cores",
+        "tvm": "0.27.0.post1", "date": "2026-11-29", "trials": 64, "batch": 16,
+        "source": "session 2, call 2: stock and the workbench side by side in one call",
+        "best_config": best["config"], "trials_per_s_ratio": best["trials_per_s_ratio"],
+        "time_to_same_latency_reduction": best["time_to_same_latency_reduction"] if reached else 0.0,
+        "time_to_same_latency_reached": reached, "final_latency_ratio": best["final_latency_ratio"],
+        "steady_trials_per_s_ratio": best["steady_ratio"], "goal": GOAL,
+        "goal_met": bool(reached and best["trials_per_s_ratio"] >= 5
+                         and best["time_to_same_latency_reduction"] >= 0.75 and best["final_latency_ratio"] <= 1.03),
+        "note": ("best_config is the fastest by trials/s; it never reached stock's final latency within 3 % "
+                 "(time_to_same_latency_reduction 0.0 means no reduction is claimed). Session 1 (one-GPU kind, "
+                 "separate calls, 48 trials): 1x1@100 reached stock's latency 44 % sooner at 1.79x trials/s and "
+                 "0.844x latency."),
+        "session1_best": {k: s1_best[k] for k in ("config", "trials_per_s_ratio", "time_to_same_latency_reduction",
+                                                  "final_latency_ratio")},
+        "scaling": scale, "slice_matrix_rows": len(mrows), "runs": s1 + s2}
+    with open(os.path.join(RESULTS, "h200_summary.json"), "w") as f:
         json.dump(summary, f, indent=1)
-    lines = ["# H200 tuning throughput (measured)", "",
-             f"{summary['date']}, {summary['machine']}, TVM {summary['tvm']}; model `mlp` "
-             f"({summary['model_shapes']}); {summary['trials']} trials in batches of {summary['batch']}; "
-             "xgb cost model, evolutionary search, seed 0. Wall = run start (servers and clients starting) "
-             "to the last measured trial. Latency = the tuned model on the whole GPU. "
-             "Produced by `bench/tuning_throughput.py`, summarised by `bench/summarize_h200.py`.", "",
-             "| config | call | wall s | first batch s | trials/s | x stock | steady trials/s | x stock | "
-             "final latency ms | x stock | time to stock latency s | CPU % | GPU SM % | server SMs |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for r in rows:
-        lines.append(f"| {r['config']} | {r['call']} | {r['wall_s']} | {r['first_batch_s']} | {r['trials_per_s']} | "
-                     f"{r['trials_per_s_ratio']} | {r['steady_trials_per_s']} | {r['steady_ratio']} | "
-                     f"{r['final_latency_ms']} | {r['final_latency_ratio']} | {r['time_to_stock_latency_s']} | "
-                     f"{r['cpu_util_mean']} | {r['gpu_sm_util_mean']} | {r['server_sm_counts']} |")
-    lines += ["", f"Best by time to the stock run's latency: **{best['config']}** "
-              f"({best['trials_per_s_ratio']}x trials/s, {best['time_to_same_latency_reduction']:.0%} less time, "
-              f"latency {best['final_latency_ratio']}x stock). Goal (5x, 75% less, within 3%): "
-              f"{'met' if summary['goal_met'] else 'NOT met'}.", ""]
-    lines += ANALYSIS + slice_matrix()
-    with open(os.path.join(HERE, "results", "H200.md"), "w") as f:
+    lines = ["# H200 results (measured)", "",
+             "Produced by `bench/tuning_throughput.py`, `bench/h200_lanes.sh` and `python -m workbench tune` on the "
+             "lent device, summarised by `bench/summarize_h200.py` (run it to rebuild this file, "
+             "`h200_summary.json` and `h200_slice_matrix.csv`). TVM 0.27.0.post1, driver 580.159.04, xgb cost "
+             "model, evolutionary search, seed 0. Wall = run start (servers and clients starting) to the last "
+             "measured trial; latency = the tuned model on the whole GPU.", "",
+             "## Stock MetaSchedule versus the workbench, side by side (session 2, `nvidia-h200-x2`, call 2)", "",
+             "Model `mlp` (BERT-base FFN, 2 tasks), 64 trials in batches of 16. Two lanes at once: stock on GPU 0 "
+             "and cores 0-15; the workbench configs one after another on GPU 1 and cores 16-31. Each lane has the "
+             "one-GPU machine's size (1 H200, 16 cores). Before the workbench lane, its tensor-intrinsic cache was "
+             "filled once (10.3 s, `workbench/intrinsics.py`); stock parses them in every process as TVM does.",
+             "", *HEADER, *[fmt(r) for r in s2], "",
+             f"Fastest: **{best['config']}**, {best['trials_per_s_ratio']}x stock's trials/s "
+             f"(steady state {best['steady_ratio']}x), final latency {best['final_latency_ratio']}x stock's; "
+             f"{'it reached' if reached else 'it never reached'} stock's final latency within 3 %. "
+             "Goal (5x trials/s, 75 % less time to the same latency, latency within 3 %): **NOT met**.", "",
+             "What changed since session 1, and what it did (from the event logs):",
+             "- Builder workers no longer import TVM's tensor intrinsics (~20 s each); clients register them "
+             "from a cache (0.4-0.9 s instead of 10-20 s). A client now starts tuning 8 s after the run starts "
+             "(59 s in session 1).",
+             "- Builder profile on the H200 (call 4, 16 mlp candidates, 16 workers): in-process build 1.0-2.0 s "
+             "each (NVRTC), export 0.05 s; the warm pool builds a batch in 2.0-2.3 s after a 9.3 s first batch.",
+             "- Where the workbench's time still goes (1x1@100 client profile): evolutionary search 31 s "
+             "(mutation 21.6, sampling 9.0), building 55 s, waiting for measurements 8 s, of 106 s. 2x1@100 "
+             "halves the search per client (two tasks in parallel) and is the fastest.",
+             "- The bound: per batch of 16, ~5-8 s of single-client evolutionary search plus the slowest "
+             "candidate's NVRTC compile; the GPU idles (SM utilisation 0.3-0.9 %). With 2 tasks at most 2 "
+             "clients can work, so 2x1@100 peaks at 1.45 trials/s steady (5.8x stock's steady rate) but pays "
+             "a 52 s first round. 5x over a whole 64-trial run needs the first round under ~25 s or a model "
+             "with more tasks than the 2 of mlp.",
+             "- Latency: at 64 trials the workbench configs found 1.4-1.5x slower models than stock did (one "
+             "task stuck at 113 us where stock found 56 us). Session 1's 1x1@100 found a 0.84x model with the "
+             "same code path: at this budget the result is dominated by search variance; a comparison needs "
+             "several seeds or hundreds of trials, which one 10-minute device call cannot give stock.",
+             "- 2x2@50 failed its verification: MPS clients inherited CUDA_VISIBLE_DEVICES=1, which names no "
+             "device under a daemon that exposes only GPU 1 (fixed: MPS clients now name device 0 of their "
+             "daemon). The 32 vCPUs of this host apparently do not give 2 x 16 independent cores (see scaling), "
+             "so the two lanes may have slowed each other, both to a similar degree.", "",
+             "## Session 1 (one-GPU kind, 16 cores; stock and the workbench in separate calls)", "",
+             "`mlp`, 48 trials in batches of 16.", "", *HEADER, *[fmt(r) for r in s1], "",
+             "Session 1's start-up was ~120 s before the first batch (tracker and servers ~30 s, client ~28 s, "
+             "builder workers importing intrinsics); session 2's changes above removed most of it.", "",
+             *scale_lines, *matrix_lines]
+    with open(os.path.join(RESULTS, "H200.md"), "w") as f:
         f.write("\n".join(lines))
     print("\n".join(lines))
 

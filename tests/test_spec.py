@@ -71,6 +71,10 @@ def test_sharding_balances_cost_and_splits_budget():
         plan_shards(tasks, 5, 100)
     assert err.value.field == "shards" and "(4)" in str(err.value)
     assert split_budget(10, [1.0, 0.0, 0.0], [1, 1, 1]) == [8, 1, 1]
+    # every task gets at least one batch, however small its cost share (ResNet-18 in 8 shards left 6 untuned)
+    many = [TaskInfo(f"big{i}", 1, 1000.0, 0) for i in range(3)] + [TaskInfo(f"tiny{i}", 1, 1.0, 0) for i in range(8)]
+    planned = plan_shards(many, 4, 80, per_task=8)
+    assert all(s.trials >= 8 * len(s.tasks) for s in planned) and sum(s.trials for s in planned) == 88
     assert sum(split_budget(7, [0.3, 0.3, 0.4], [1, 1, 1])) == 7
 
 

@@ -48,7 +48,7 @@ def plan_run(spec: TuneSpec, hw: Hardware | None = None, runner: str = "rpc", bu
     tasks = [task_info(t) for t in extract_tasks(model.mod, tspec.build())]
     if not tasks:
         raise SpecError("model", f"{spec.model} has no tunable operator for {kind}")
-    shards = plan_shards(tasks, spec.shards, spec.trials)
+    shards = plan_shards(tasks, spec.shards, spec.trials, per_task=spec.trials_per_batch)
     return {"target": tspec.to_dict(), "tasks": [dataclasses.asdict(t) for t in tasks],
             "shards": [s.to_dict() for s in shards], "runner": runner, "builder": builder,
             "sessions": sessions, "gpus": gpus, "input_shape": list(model.input_shape), "dtype": model.dtype}

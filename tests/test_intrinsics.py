@@ -1,0 +1,52 @@
+"""The tensor-intrinsic cache: what a client registers from it is what TVM's own import registers."""
+import json
+import subprocess
+import sys
+
+FIRST = """
+import json, sys
+import tvm, tvm_ffi
+from tvm.s_tir import TensorIntrin
+from workbench.intrinsics import load_family, _cache_path, family
+import importlib.util
+report = load_family("cuda", sys.argv[1])
+origin = importlib.util.find_spec("tvm.s_tir.tensor_intrin.cuda").origin
+saved = json.load(open(_cache_path(sys.argv[1], "cuda", origin)))
+funcs = tvm.ir.load_json(saved["ir"])
+same = [tvm_ffi.structural_equal(TensorIntrin.get(n).desc, funcs[2 * i])
+        and tvm_ffi.structural_equal(TensorIntrin.get(n).impl, funcs[2 * i + 1]) for i, n in enumerate(saved["names"])]
+print(json.dumps({"report": report, "names": len(saved["names"]), "equal": sum(same)}))
+"""
+
+SECOND = """
+import json, sys
+import tvm, tvm_ffi
+from tvm.s_tir import TensorIntrin
+from workbench.intrinsics import load_family
+report = load_family("cuda", sys.argv[1])
+import tvm.s_tir.tensor_intrin  # what every TuneContext runs: must now be a no-op
+import tvm_ffi
+print(json.dumps({"report": report, "wmma": TensorIntrin.get("wmma_sync_16x16x16_f16f16f16") is not None,
+                  "index_map": tvm_ffi.get_global_func("tirx.index_map_m16n8k8.matrixC") is not None}))
+"""
+
+
+def _run(script: str, cache: str) -> dict:
+    out = subprocess.run([sys.executable, "-c", script, cache], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_cached_cuda_intrinsics_equal_the_parsed_ones(tmp_path):
+    first = _run(FIRST, str(tmp_path))
+    assert first["report"]["source"] == "parsed" and first["report"]["count"] == first["names"] > 50
+    assert first["equal"] == first["names"]  # every desc and impl survives the JSON round trip
+    second = _run(SECOND, str(tmp_path))
+    assert second["report"]["source"] == "cache" and second["report"]["count"] == first["names"]
+    assert second["report"]["seconds"] < first["report"]["seconds"]
+    assert second["wmma"] and second["index_map"]  # the module's own global functions are registered too
+    for path in tmp_path.iterdir():  # a corrupt (or stale) cache is parsed again and rewritten
+        path.write_text("{not json")
+    again = _run(SECOND, str(tmp_path))
+    assert again["report"]["source"] == "parsed" and again["wmma"]
+    assert len(json.loads(next(tmp_path.iterdir()).read_text())["names"]) == first["names"]
