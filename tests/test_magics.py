@@ -75,6 +75,8 @@ def test_runs_returns_a_dataframe(ip, tmp_path) -> None:
     ("--gpus 0,0", "gpus"),
     ("--trials-per-batch many", "trials_per_batch"),
     ("--shards", "shards"),
+    ("--measure-timeout soon", "measure_timeout_s"),  # parse errors and TuneSpec errors name the same field
+    ("--measure-timeout 0", "measure_timeout_s"),
 ])
 def test_tune_rejects_bad_values_naming_the_field(ip, tmp_path, line, field) -> None:
     with pytest.raises(UsageError, match=rf"^{field}: "):

@@ -24,7 +24,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def add_tune_args(p: argparse.ArgumentParser) -> None:
-    """Add the options of `workbench tune` (shared with `%tune`) to `p`."""
+    """Add the options of `workbench tune` (shared with `%tune`) to `p`; each dest is its TuneSpec field."""
     d = TuneSpec()
     p.add_argument("--model", default=CLI_MODEL, help="sample model name (see `workbench models`) or an .onnx path")
     p.add_argument("--input-shape", help="input shape for ONNX models with dynamic dimensions, e.g. 1,3,224,224")
@@ -39,10 +39,11 @@ def add_tune_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=_int, default=d.seed, help="random seed")
     p.add_argument("--tracker", help="use an existing RPC tracker HOST:PORT:KEY instead of local servers")
     p.add_argument("--host", default=d.host, help="address servers bind to (default 127.0.0.1)")
-    p.add_argument("--sweep", default="", help="after tuning, time the model at these slices, e.g. 10,30,50,100")
+    p.add_argument("--sweep", dest="sweep_slices", default="", help="after tuning, time the model at these slices, e.g. 10,30,50,100")
     p.add_argument("--gpus", help="GPU indices to place servers on, e.g. 0,1 (default: all GPUs)")
     p.add_argument("--builder-workers", type=_int, default=None, help="build worker processes per shard")
-    p.add_argument("--measure-timeout", type=_int, default=d.measure_timeout_s, help="seconds per measurement")
+    p.add_argument("--measure-timeout", dest="measure_timeout_s", type=_int, default=d.measure_timeout_s,
+                   help="seconds per measurement")
     p.add_argument("--runner", default="rpc", help=argparse.SUPPRESS)
     p.add_argument("--builder", default="persistent", help=argparse.SUPPRESS)
     p.add_argument("--sessions", default="persistent", help=argparse.SUPPRESS)
@@ -62,8 +63,8 @@ def start_tune(args: argparse.Namespace, home: str | None) -> Run:
     spec = TuneSpec(model=args.model, input_shape=args.input_shape, target=args.target, slices=args.slices,
                     servers=args.servers, shards=args.shards, trials=args.trials,
                     trials_per_batch=args.trials_per_batch, cost_model=args.cost_model, strategy=args.strategy,
-                    seed=args.seed, tracker=args.tracker, host=args.host, sweep_slices=args.sweep or (),
-                    builder_workers=args.builder_workers, measure_timeout_s=args.measure_timeout, gpus=args.gpus)
+                    seed=args.seed, tracker=args.tracker, host=args.host, sweep_slices=args.sweep_slices or (),
+                    builder_workers=args.builder_workers, measure_timeout_s=args.measure_timeout_s, gpus=args.gpus)
     if spec.exposed:
         print(f"WARNING: servers will listen on {spec.host}: anyone who can reach that address can run code "
               "on them", file=sys.stderr)

@@ -53,7 +53,8 @@ class TuneParser(argparse.ArgumentParser):
         try:
             return self.parse_args(arg_split(line))
         except argparse.ArgumentError as err:  # a bad value (exit_on_error=False): name its option's field
-            field = (err.argument_name or "").lstrip("-").replace("-", "_")
+            field = next((a.dest for a in self._actions if err.argument_name in a.option_strings),
+                         (err.argument_name or "").lstrip("-").replace("-", "_"))
             raise UsageError(f"{field}: {err.message}" if field else err.message) from None
         except SystemExit:  # argparse exits after printing the help of -h
             return None
