@@ -132,6 +132,9 @@ def test_killed_server_fails_over_to_the_remaining_one(tmp_path):
     assert time.monotonic() - t0 < 240
     lost = run.event_list("server_lost")
     assert len(lost) == 1 and lost[0]["server"] == "server-0" and lost[0]["servers_left"] == 1
+    assert "server_lost" in run.errors().kind.tolist()  # what the panel lists under errors
+    from workbench.cli import format_event
+    assert "server-0 DIED" in format_event(lost[0]) and "on 1 server(s)" in format_event(lost[0])
     later = [e for e in run.event_list("batch") if e["t"] > killed_at]
     assert later and any(us is not None for e in later for us in e["latest_us"])  # measured on server-1
     assert run.progress().trials_done.iloc[0] == spec.trials

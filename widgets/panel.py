@@ -581,6 +581,9 @@ class Panel:
             if kind == "shard_failed":
                 tail = str(rec.get("log_tail") or "").strip().splitlines()[-1:] or [""]
                 text = f"{rec.get('tuned_at')}% shard {rec.get('shard')} failed (exit {rec.get('exit_code')}): {tail[0]}"
+            elif kind == "server_lost":
+                text = (f"{rec.get('tuned_at')}% {rec.get('server')} died (exit {rec.get('exit_code')}); measuring "
+                        f"goes on on {rec.get('servers_left')} server(s)")
             elif kind == "task_skipped":
                 text = f"task {rec.get('task')} skipped: {rec.get('reason')}"
             else:

@@ -124,6 +124,10 @@ def format_event(e: dict[str, Any]) -> str | None:
                 + (f", {e['build_errors']}+{e['run_errors']} errors" if e["build_errors"] or e["run_errors"] else ""))
     if k == "shard_finished":
         return f"{at}shard {e['shard']} finished: {e['trials_done']} trials"
+    if k == "server_lost":
+        return f"{at}{e['server']} DIED (exit {e.get('exit_code')}): measuring goes on on {e['servers_left']} server(s)"
+    if k == "intrinsics" and e.get("count"):
+        return f"{at}shard {e['shard']}: {e['count']} tensor intrinsics ({e['source']}, {e['seconds']} s)"
     if k == "shard_failed":
         last = (e.get("log_tail") or "").strip().splitlines()[-1:] or [""]
         return f"{at}shard {e['shard']} FAILED (exit {e['exit_code']}): {last[0]}"

@@ -243,7 +243,7 @@ class Run:
         return pd.DataFrame(self._all("server_ready"))
 
     def errors(self) -> pd.DataFrame:
-        kinds = ("error", "shard_failed", "task_skipped")
+        kinds = ("error", "shard_failed", "server_lost", "task_skipped")
         return pd.DataFrame([e for e in self._all() if e["kind"] in kinds])
 
     @property
