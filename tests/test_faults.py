@@ -11,7 +11,7 @@ import psutil
 import pytest
 
 import workbench as wb
-from workbench import store
+from workbench import diskspace, store
 from workbench.procs import group_alive
 
 
@@ -194,16 +194,16 @@ def _fill(folder: str) -> str:
 
 
 def test_too_little_free_space_is_refused_before_launch(small_disk):
-    home = small_disk(store.MIN_FREE_MB // 4)
+    home = small_disk(diskspace.MIN_FREE_MB // 4)
     with pytest.raises(wb.SpecError) as err:
         wb.tune(wb.TuneSpec(model="mlp-small"), home=home)
     message = str(err.value)
-    assert err.value.field == "home" and "MiB free" in message and f"at least {store.MIN_FREE_MB} MiB" in message
+    assert err.value.field == "home" and "MiB free" in message and f"at least {diskspace.MIN_FREE_MB} MiB" in message
     assert store.run_ids(home) == []
 
 
 def test_full_disk_stops_the_run_cleanly_and_keeps_its_records(small_disk):
-    home = small_disk(store.MIN_FREE_MB + 16)
+    home = small_disk(diskspace.MIN_FREE_MB + 16)
     spec = wb.TuneSpec(model="mlp-small", shards=1, servers=1, trials=16, trials_per_batch=4)
     run = wb.tune(spec, home=home)
     _wait_for(run, "batch")

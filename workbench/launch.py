@@ -10,7 +10,7 @@ import os
 import subprocess
 import sys
 
-from . import store
+from . import diskspace, store
 from .hardware import Hardware, detect, resolve_target, target_spec
 from .models import check_model, load_model
 from .placement import choose_gpus
@@ -71,7 +71,7 @@ def start_supervisor(run_dir: str, resume: bool = False) -> int:
 
     # Marks the (re)start at once, so that a Run opened now does not read an older run_finished as its end.
     EventWriter(os.path.join(run_dir, "events.jsonl"), "launcher").emit("launched", resume=resume)
-    store.reserve_space(run_dir)  # the supervisor frees it at the end: room for its last events on a full disk
+    diskspace.reserve_space(run_dir)  # the supervisor frees it at the end: room for its last events on a full disk
     env = dict(os.environ)
     env["PYTHONUNBUFFERED"] = "1"
     argv = [sys.executable, "-m", "workbench.supervisor", run_dir] + (["--resume"] if resume else [])
@@ -117,7 +117,7 @@ def tune(spec: TuneSpec | None = None, *, home: str | None = None, runner: str =
 def repair_databases(run_dir: str) -> list[str]:
     """Cut the unfinished last record (a write cut short by a full disk) off every shard database."""
     pattern = os.path.join(run_dir, "stages", "*", "shard-*", "database_*.json")
-    return [path for path in sorted(glob.glob(pattern)) if store.trim_torn_tail(path)]
+    return [path for path in sorted(glob.glob(pattern)) if diskspace.trim_torn_tail(path)]
 
 
 def resume(run: str | Run, home: str | None = None) -> Run:
@@ -125,7 +125,7 @@ def resume(run: str | Run, home: str | None = None) -> Run:
     r = run if isinstance(run, Run) else Run(store.find_run_dir(run, home))
     if r.status == "running":
         raise SpecError("run", f"run {r.id} is still running")
-    store.ensure_free_space(r.dir)
+    diskspace.ensure_free_space(r.dir)
     repair_databases(r.dir)
     start_supervisor(r.dir, resume=True)
     return Run(r.dir)

@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from . import store
+from . import diskspace, store
 from .events import TERMINAL, EventReader
 from .procs import group_alive, kill_group, stop_group
 from .spec import TuneSpec
@@ -152,7 +152,7 @@ class Run:
         if self._finished_event() is None and not self.supervisor_alive():
             from .events import EventWriter
 
-            store.release_space(self.dir)  # room for the last event on a full disk
+            diskspace.release_space(self.dir)  # room for the last event on a full disk
             EventWriter(os.path.join(self.dir, "events.jsonl"), "run").emit(
                 "run_finished", status="stopped", message="stopped (supervisor did not finish on its own)")
         return self.status

@@ -13,7 +13,7 @@ import sys
 import time
 import traceback
 
-from . import store
+from . import diskspace, store
 from .client import ShardJob
 from .events import EventWriter
 from .hardware import TargetSpec, detect
@@ -119,11 +119,11 @@ class Supervisor:
             status, message = "stopped", "stopped on request; resume with `workbench resume`"
         except Exception as err:  # noqa: BLE001 - becomes an event, never a silent death
             status, message = "failed", f"{type(err).__name__}: {err}"
-            if store.is_disk_full(err):
-                message = store.disk_full_message(self.run_dir)
+            if diskspace.is_disk_full(err):
+                message = diskspace.disk_full_message(self.run_dir)
             error = {"where": "supervisor", "message": message, "traceback": traceback.format_exc()[-3000:]}
         finally:
-            store.release_space(self.run_dir)  # room for procs.json and the last events, even on a full disk
+            diskspace.release_space(self.run_dir)  # room for procs.json and the last events, even on a full disk
             self._cleanup()
             sampler.stop()
         if error:
@@ -265,7 +265,7 @@ class Supervisor:
                 raise ProcessError(f"all RPC servers died ({', '.join(health['servers_dead'])}); measured "
                                    f"records are kept in the shard databases; see {self.run_dir}/logs")
             self._report_lost_servers(tuned_at, health, lost)
-            store.check_space(self.run_dir)  # a full disk stops the run before its writers break
+            diskspace.check_space(self.run_dir)  # a full disk stops the run before its writers break
             time.sleep(CLIENT_POLL_S)
 
     def _report_lost_servers(self, tuned_at: int, health: dict, reported: set[str]) -> None:
