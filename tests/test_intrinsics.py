@@ -7,7 +7,7 @@ FIRST = """
 import json, sys
 import tvm, tvm_ffi
 from tvm.s_tir import TensorIntrin
-from workbench.intrinsics import load_family, _cache_path, family
+from workbench.intrinsics import load_family, _cache_path
 import importlib.util
 report = load_family("cuda", sys.argv[1])
 origin = importlib.util.find_spec("tvm.s_tir.tensor_intrin.cuda").origin

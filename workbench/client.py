@@ -12,6 +12,7 @@ import os
 import sys
 from dataclasses import dataclass
 
+from . import store
 from .events import EventWriter
 from .hardware import TargetSpec
 from .spec import TuneSpec
@@ -90,11 +91,6 @@ def previous_progress(database, contexts) -> tuple[dict[str, int], dict[str, flo
     return trials, best
 
 
-def cache_dir(run_dir: str) -> str:
-    """<home>/cache, beside <home>/runs/<id>."""
-    return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(run_dir))), "cache")
-
-
 def wait_for_servers(job: ShardJob, timeout: float = 300.0) -> None:
     """Block until the tracker lists the job's servers (a key with no server would hang tuning)."""
     import time
@@ -142,7 +138,7 @@ def run(job: ShardJob) -> int:
             from .intrinsics import load_family
 
             events.emit("intrinsics", shard=job.shard, tuned_at=job.tuned_at,
-                        **load_family(job.target.kind, cache_dir(job.run_dir)))
+                        **load_family(job.target.kind, store.cache_dir(job.run_dir)))
         contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
             mine, work_dir=job.work_dir, space="post-order-apply", strategy=job.spec.strategy,
             num_threads=job.num_threads, seed=job.spec.seed)

@@ -257,7 +257,7 @@ class Run:
                 "slice_applied", "slicing", "reason"]
         points = [{c: e.get(c) for c in cols} for e in self._all("sweep_point")]
         if not points:  # a folder written without sweep events: its sweep.csv, if any
-            path = os.path.join(self.dir, "sweep.csv")
+            path = os.path.join(self.dir, store.SWEEP_FILE)
             return pd.read_csv(path) if os.path.exists(path) else pd.DataFrame(columns=cols)
         df = pd.DataFrame(points).drop_duplicates(["tuned_at", "inferred_at"], keep="last")
         return df.sort_values(["tuned_at", "inferred_at"]).reset_index(drop=True)

@@ -13,10 +13,16 @@ SPEC_FILE = "spec.json"
 PLAN_FILE = "plan.json"
 PROCS_FILE = "procs.json"
 RESULTS_FILE = "results.json"
+SWEEP_FILE = "sweep.csv"
 
 
 def runs_root(home: str | None = None) -> str:
     return os.path.join(home or workbench_home(), "runs")
+
+
+def cache_dir(run_dir: str) -> str:
+    """<home>/cache, beside <home>/runs/<id>."""
+    return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(run_dir))), "cache")
 
 
 def ensure_writable(folder: str) -> None:

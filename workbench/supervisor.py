@@ -16,7 +16,7 @@ import traceback
 from . import diskspace, store
 from .client import ShardJob
 from .events import EventWriter
-from .hardware import TargetSpec, detect
+from .hardware import GpuInfo, TargetSpec, detect
 from .mps import MpsDaemon
 from .placement import gpu_server_bindings, place_servers
 from .procs import ManagedProcess, ProcessError, python_argv, tail
@@ -79,8 +79,12 @@ class Supervisor:
         """The first GPU's daemon: inference and sweeps run there."""
         return self.daemons.get(self.gpus[0])
 
+    def _gpu(self, gpu: int) -> GpuInfo | None:
+        return self.hw.gpus[gpu] if gpu < len(self.hw.gpus) else None
+
     def _uuid(self, gpu: int) -> str | None:
-        return self.hw.gpus[gpu].uuid if gpu < len(self.hw.gpus) else None
+        info = self._gpu(gpu)
+        return info.uuid if info else None
 
     def _check_stop(self) -> None:
         if self.stop_requested:
@@ -98,7 +102,7 @@ class Supervisor:
                          spec=json.loads(self.spec.to_json()), target=self.target.to_dict(), resume=self.resume)
         cuda = self.target.kind == "cuda"
         sampler = Sampler(EventWriter(self.events.path, "telemetry").emit, 1.0, gpu=cuda, cores=self.cores,
-                          gpu_indices=[self.hw.gpus[g].index for g in self.gpus if g < len(self.hw.gpus)] if cuda
+                          gpu_indices=[info.index for g in self.gpus if (info := self._gpu(g))] if cuda
                           else None).start()
         status, message, error = "done", "", None
         try:

@@ -18,7 +18,6 @@ from .spec import Slice, TuneSpec
 
 INFER_TIMEOUT_S = 600.0
 STOP_POLL_S = 0.2
-SWEEP_FILE = "sweep.csv"
 
 
 class Interrupted(Exception):
@@ -115,7 +114,7 @@ def sweep_run(run_dir: str, slices: list[int], daemon: MpsDaemon | None = None, 
         if own_daemon is not None:
             own_daemon.stop()
     df = pd.DataFrame(rows)
-    old = os.path.join(run_dir, SWEEP_FILE)
+    old = os.path.join(run_dir, store.SWEEP_FILE)
     if os.path.exists(old) and len(df):
         prev = pd.read_csv(old)
         keep = ~prev.set_index(["tuned_at", "inferred_at"]).index.isin(df.set_index(["tuned_at", "inferred_at"]).index)
