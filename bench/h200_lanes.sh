@@ -7,7 +7,7 @@
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT/events" "$OUT/results"
 export PYTHONUNBUFFERED=1 OUT
-{ nvidia-smi --query-gpu=index,name,driver_version,compute_mode --format=csv; nproc; python3 --version; } > "$OUT/host.txt" 2>&1
+{ nvidia-smi --query-gpu=index,name,driver_version,compute_mode --format=csv; nproc; python3 --version; lscpu; lscpu -e; } > "$OUT/host.txt" 2>&1
 lane() {
   local i=$1 cmd=$2 cores
   cores=$([ "$i" = 0 ] && echo 0-15 || echo 16-31)

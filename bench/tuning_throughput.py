@@ -5,7 +5,8 @@
 `stock` is MetaSchedule's own tune_relax recipe in one process: the extracted tasks, stock
 `LocalBuilder` (fresh workers every batch) and `LocalRunner` on the whole device. A config
 `KxS@P` is the workbench with K shard clients, S RPC servers, each server on a P% slice.
-`KxS@P/Ngpu` places the S servers round-robin on the first N GPUs (one MPS daemon each), for scaling
+K may exceed the model's task count: the extra shards are seeded search replicas of its costliest
+tasks (`workbench.shards.plan_shards`). `KxS@P/Ngpu` places the S servers round-robin on the first N GPUs (one MPS daemon each), for scaling
 runs on multi-GPU hosts. Every config gets the same model, trial budget, batch size, search strategy
 and seed.
 
@@ -150,7 +151,8 @@ def run_config(cfg: dict, args, home: str) -> dict:
     spec = wb.TuneSpec(model=args.model, target=args.target, slices=(cfg["slice"],), servers=cfg["servers"],
                        shards=cfg["shards"], trials=args.trials, trials_per_batch=args.batch, seed=args.seed,
                        sweep_slices=(100,), cost_model=args.cost_model, measure_timeout_s=args.measure_timeout,
-                       gpus=tuple(range(cfg["gpus"])) if wb.detect_hardware().gpus else None)
+                       gpus=tuple(range(cfg["gpus"])) if wb.detect_hardware().gpus else None,
+                       builder_workers=None if cfg["name"] == "stock" else args.builder_workers)
     t_start = time.time()
     run = wb.tune(spec, home=home, runner=cfg["runner"], builder=cfg["builder"])
     status = run.wait(timeout=args.run_timeout)
@@ -190,6 +192,8 @@ def main() -> None:
     p.add_argument("--configs", default="stock,1x1@100,2x2@50")
     p.add_argument("--checkpoints", type=int, default=4, help="compiled checkpoints per run (0: skip)")
     p.add_argument("--measure-timeout", type=int, default=60)
+    p.add_argument("--builder-workers", type=int, default=None,
+                   help="builder processes per workbench client (default: the client's share of the cores)")
     p.add_argument("--run-timeout", type=float, default=3000)
     p.add_argument("--home", default=None, help="workbench home for the runs (default: a temp folder)")
     p.add_argument("--name", default=None, help="result file name (default: <host kind>_<model>)")
@@ -214,6 +218,7 @@ def main() -> None:
         result = {"date": time.strftime("%Y-%m-%d %H:%M"), "machine": hw.describe(hw.default_target),
                   "cores": hw.ncores, "host": platform.node(), "tvm": tvm.__version__, "model": args.model,
                   "trials": args.trials, "batch": args.batch, "seed": args.seed, "cost_model": args.cost_model,
+                  "builder_workers": args.builder_workers,
                   "configs": rows, **compare(rows)}
         with open(path, "w") as f:  # after every config, so a cut-off run still leaves its numbers
             json.dump(result, f, indent=1, default=str)

@@ -68,14 +68,28 @@ def test_sharding_balances_cost_and_splits_budget():
     costs = [s.cost for s in shards]
     assert max(costs) / min(costs) < 1.25
     with pytest.raises(SpecError) as err:
-        plan_shards(tasks, 5, 100)
-    assert err.value.field == "shards" and "(4)" in str(err.value)
+        plan_shards(tasks, 5, 100, per_task=32)  # a replica needs a batch of its own: 100 // 32 = 3 < 5
+    assert err.value.field == "shards" and "from 1 to 4" in str(err.value) and "(4)" in str(err.value)
     assert split_budget(10, [1.0, 0.0, 0.0], [1, 1, 1]) == [8, 1, 1]
     # every task gets at least one batch, however small its cost share (ResNet-18 in 8 shards left 6 untuned)
     many = [TaskInfo(f"big{i}", 1, 1000.0, 0) for i in range(3)] + [TaskInfo(f"tiny{i}", 1, 1.0, 0) for i in range(8)]
     planned = plan_shards(many, 4, 80, per_task=8)
     assert all(s.trials >= 8 * len(s.tasks) for s in planned) and sum(s.trials for s in planned) == 88
     assert sum(split_budget(7, [0.3, 0.3, 0.4], [1, 1, 1])) == 7
+
+
+def test_more_shards_than_tasks_make_seeded_search_replicas():
+    tasks = [TaskInfo("a", 1, 1000.0, 0), TaskInfo("b", 1, 1000.0, 0), TaskInfo("c", 1, 100.0, 0)]
+    planned = plan_shards(tasks, 5, 80, per_task=16)
+    # replicas go to the costliest tasks first; every shard is one task with a batch of its own
+    assert sorted((s.tasks[0], s.replica) for s in planned) == [("a", 0), ("a", 1), ("b", 0), ("b", 1), ("c", 0)]
+    assert sum(s.trials for s in planned) == 80 and all(s.trials >= 16 for s in planned)
+    assert [s.index for s in planned] == list(range(5))
+    assert all(type(s).from_dict(s.to_dict()) == s for s in planned)
+    assert [s.tasks[0] for s in plan_shards(tasks, 9, 1000, per_task=8)] == ["a"] * 4 + ["b"] * 4 + ["c"]
+    with pytest.raises(SpecError) as err:
+        plan_shards(tasks, 25, 10000)  # at most 8 replicas per task
+    assert "from 1 to 24" in str(err.value)
 
 
 def test_unknown_model_and_k_above_task_count_refused_before_launch(tmp_path):

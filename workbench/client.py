@@ -36,6 +36,11 @@ class ShardJob:
     runner: str = "rpc"  # rpc | local (stock measurement in-process)
     builder: str = "persistent"  # persistent | local (stock LocalBuilder)
     prewarm: bool = False  # start builder workers during client start-up (pays off with spare cores)
+    replica: int = 0  # > 0: an extra search of tasks another shard also tunes, seeded differently
+
+    @property
+    def seed(self) -> int | None:
+        return None if self.spec.seed is None else self.spec.seed + self.replica
 
     def to_json(self) -> str:
         d = {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -141,7 +146,7 @@ def run(job: ShardJob) -> int:
                         **load_family(job.target.kind, store.cache_dir(job.run_dir)))
         contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
             mine, work_dir=job.work_dir, space="post-order-apply", strategy=job.spec.strategy,
-            num_threads=job.num_threads, seed=job.spec.seed)
+            num_threads=job.num_threads, seed=job.seed)
         good_ctx, good_w = [], []
         for ctx, w in zip(contexts, weights):
             try:
@@ -161,7 +166,8 @@ def run(job: ShardJob) -> int:
         remaining = max(0, job.trials - sum(done.values()))
         progress = ProgressCallback(events.emit, job.shard, job.tuned_at, job.trials, done, best, builder)
         progress.weights.update({c.task_name: float(w) for c, w in zip(good_ctx, good_w)})
-        events.emit("shard_started", shard=job.shard, tuned_at=job.tuned_at, pid=os.getpid(),
+        events.emit("shard_started", shard=job.shard, tuned_at=job.tuned_at, pid=os.getpid(), seed=job.seed,
+                    replica=job.replica,
                     tasks=[c.task_name for c in good_ctx], trials_budget=job.trials, trials_resumed=sum(done.values()))
         if remaining == 0:
             events.emit("shard_finished", shard=job.shard, tuned_at=job.tuned_at, trials_done=sum(done.values()),
@@ -172,7 +178,7 @@ def run(job: ShardJob) -> int:
         callbacks = list(ms.measure_callback.MeasureCallback.create("default")) + [progress]
         cost_model = ms.cost_model.CostModel.create(job.spec.cost_model, num_tuning_cores=job.num_threads) \
             if job.spec.cost_model == "xgb" else job.spec.cost_model
-        seed = -1 if job.spec.seed is None else job.spec.seed
+        seed = -1 if job.seed is None else job.seed
         with ms.Profiler() as profiler:
             ms.tune_tasks(tasks=good_ctx, task_weights=good_w, work_dir=job.work_dir, max_trials_global=remaining,
                           num_trials_per_iter=job.spec.trials_per_batch, builder=builder, runner=make_runner(job),

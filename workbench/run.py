@@ -202,26 +202,31 @@ class Run:
         return df.sort_values(["tuned_at", "shard"]).reset_index(drop=True) if len(df) else df
 
     def best_curve(self) -> pd.DataFrame:
-        """Per batch: trials so far (whole stage) and the model's estimated latency (sum over shards).
+        """Per batch: trials so far (whole stage) and the model's estimated latency.
 
-        `complete` is False until every shard of the stage has reported a batch (the estimate is partial)."""
-        latest: dict[tuple[int, int], float] = {}
+        The estimate sums, over the tasks measured so far, weight x the best latency any shard found
+        (search replicas of one task count once). `complete` is False until every shard of the stage
+        has reported a batch (the estimate is partial)."""
+        best: dict[tuple[int, str], float] = {}
+        weight: dict[tuple[int, str], float] = {}
         trials: dict[tuple[int, int], int] = {}
         planned: dict[int, set[int]] = {}
         for e in self._all("shard_planned"):
             planned.setdefault(e["tuned_at"], set()).add(e["shard"])
         rows = []
         for e in self._all("batch"):
-            key = (e["tuned_at"], e["shard"])
-            latest[key] = e["est_shard_us"]
-            trials[key] = e["shard_trials_done"]
-            stage = e["tuned_at"]
+            stage, task = e["tuned_at"], (e["tuned_at"], e["task"])
+            if e["best_us"] is not None:
+                best[task] = min(e["best_us"], best.get(task, e["best_us"]))
+                weight[task] = e.get("weight", 1.0)
+            trials[(stage, e["shard"])] = e["shard_trials_done"]
+            reported = {k[1] for k in trials if k[0] == stage}
             rows.append({"t": e["t"], "tuned_at": stage, "shard": e["shard"], "task": e["task"],
                          "task_trials": e["trials_done"], "best_us": e["best_us"],
                          "trials": sum(v for k, v in trials.items() if k[0] == stage),
-                         "est_model_us": sum(v for k, v in latest.items() if k[0] == stage),
-                         "shards_reported": sum(1 for k in latest if k[0] == stage),
-                         "complete": {k[1] for k in latest if k[0] == stage} >= planned.get(stage, set())})
+                         "est_model_us": round(sum(weight[k] * v for k, v in best.items() if k[0] == stage), 3),
+                         "shards_reported": len(reported),
+                         "complete": reported >= planned.get(stage, set())})
         return pd.DataFrame(rows)
 
     def telemetry(self) -> pd.DataFrame:

@@ -20,19 +20,27 @@ class TaskInfo:
         return self.weight * max(self.flops, self.bytes / 4.0, 1.0)
 
 
+MAX_REPLICAS = 8  # search replicas per task, when there are more shards than tasks
+
+
 @dataclass(frozen=True)
 class Shard:
+    """A client's share: its tasks and trials. `replica` > 0 marks an extra, independently seeded
+    search of tasks that another shard also tunes (more clients than tasks)."""
+
     index: int
     tasks: tuple[str, ...]
     trials: int
     cost: float
+    replica: int = 0
 
     def to_dict(self) -> dict:
-        return {"index": self.index, "tasks": list(self.tasks), "trials": self.trials, "cost": self.cost}
+        return {"index": self.index, "tasks": list(self.tasks), "trials": self.trials, "cost": self.cost,
+                "replica": self.replica}
 
     @classmethod
     def from_dict(cls, d: dict) -> "Shard":
-        return cls(int(d["index"]), tuple(d["tasks"]), int(d["trials"]), float(d["cost"]))
+        return cls(int(d["index"]), tuple(d["tasks"]), int(d["trials"]), float(d["cost"]), int(d.get("replica", 0)))
 
 
 def prepare_for_tuning(mod, target):
@@ -95,13 +103,24 @@ def split_budget(total: int, shares: list[float], floors: list[int]) -> list[int
 
 
 def plan_shards(tasks: list[TaskInfo], k: int, trials: int, per_task: int = 1) -> list[Shard]:
-    """Greedy longest-processing-time split into k shards, then the trial budget by cost share.
+    """Split the tasks into k shards, then the trial budget by cost share.
+
+    Up to one shard per task: greedy longest-processing-time bins. Beyond that, the costliest tasks
+    (by cost per replica) get search replicas, one shard each: a replica is its own seeded search of
+    the task with a share of its trials, and merging keeps the best record of all replicas. That
+    lets more clients than tasks work at once (a 2-task model on 16 cores).
 
     Every shard gets at least `per_task` trials per task (one measured batch each): MetaSchedule stops
     at a shard's budget even in its first round, so a smaller share would leave tasks untuned (seen on
     the H200 with ResNet-18 in 8 shards). The total grows to those floors when `trials` is below them."""
+    n, batch = len(tasks), max(1, per_task)
+    most = max(n, min(MAX_REPLICAS * n, trials // batch))
+    if not 1 <= k <= most:
+        raise SpecError("shards", f"must be from 1 to {most}, got {k}: up to the model's task count ({n}), "
+                                  f"and beyond it search replicas of its tasks, each with at least one batch "
+                                  f"({batch} trials) of the {trials} and at most {MAX_REPLICAS} per task")
     if k > len(tasks):
-        raise SpecError("shards", f"must be from 1 to the model's task count ({len(tasks)}), got {k}")
+        return _replica_shards(tasks, k, trials, per_task)
     bins: list[tuple[float, int, list[TaskInfo]]] = [(0.0, i, []) for i in range(k)]
     heapq.heapify(bins)
     for task in sorted(tasks, key=lambda t: (-t.cost, t.name)):
@@ -112,3 +131,17 @@ def plan_shards(tasks: list[TaskInfo], k: int, trials: int, per_task: int = 1) -
     budgets = split_budget(trials, [b[0] for b in ordered], [max(1, per_task * len(b[2])) for b in ordered])
     return [Shard(i, tuple(sorted(t.name for t in members)), budget, cost)
             for (cost, i, members), budget in zip(ordered, budgets)]
+
+
+def _replica_shards(tasks: list[TaskInfo], k: int, trials: int, per_task: int) -> list[Shard]:
+    """One shard per (task, replica); replicas go one at a time to the task with the most cost per replica."""
+    ordered = sorted(tasks, key=lambda t: (-t.cost, t.name))
+    replicas = {t.name: 1 for t in ordered}
+    for _ in range(k - len(tasks)):
+        top = max(ordered, key=lambda t: (t.cost / replicas[t.name], -ordered.index(t)))
+        replicas[top.name] += 1
+    units = [(t, r) for t in ordered for r in range(replicas[t.name])]
+    costs = [t.cost / replicas[t.name] for t, _ in units]
+    budgets = split_budget(trials, costs, [max(1, per_task)] * len(units))
+    return [Shard(i, (t.name,), budget, cost, replica=r)
+            for i, ((t, r), budget, cost) in enumerate(zip(units, budgets, costs))]

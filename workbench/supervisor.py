@@ -229,12 +229,12 @@ class Supervisor:
                            tracker=(host, port, key), runner_workers=runner_workers,
                            builder_workers=builder_workers, num_threads=threads,
                            runner=self.plan.get("runner", "rpc"), builder=self.plan.get("builder", "persistent"),
-                           prewarm=len(self.cores) >= 4 * len(shards))
+                           prewarm=len(self.cores) >= 4 * len(shards), replica=shard.replica)
             job_path = os.path.join(stage_dir, f"shard-{shard.index}.json")
             with open(job_path, "w") as f:
                 f.write(job.to_json())
             self.events.emit("shard_planned", shard=shard.index, tuned_at=tuned_at, tasks=list(shard.tasks),
-                             trials_budget=shard.trials, cost=shard.cost)
+                             trials_budget=shard.trials, cost=shard.cost, replica=shard.replica)
             env, cores = self.env, None
             if self.local_runner:  # the client measures itself, so it runs under the slice
                 binding = bind(self.target.kind, Slice(tuned_at, self.spec.pinned_mem_mb), self.cores, shard.index,
