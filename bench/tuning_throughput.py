@@ -7,7 +7,8 @@
 `KxS@P` is the workbench with K shard clients, S RPC servers, each server on a P% slice.
 K may exceed the model's task count: the extra shards are seeded search replicas of its costliest
 tasks (`workbench.shards.plan_shards`). `KxS@P/Ngpu` places the S servers round-robin on the first N GPUs (one MPS daemon each), for scaling
-runs on multi-GPU hosts. Every config gets the same model, trial budget, batch size, search strategy
+runs on multi-GPU hosts. Workbench configs draw each task's first batch at random
+(`tvm_plugins.RandomFirstRound`); a `+evo` suffix keeps TVM's evolution there, as stock does. Every config gets the same model, trial budget, batch size, cost model
 and seed.
 
 For each config it reports trials per second, wall time, the final model latency (compiled with
@@ -37,20 +38,20 @@ import workbench as wb  # noqa: E402
 from workbench.hardware import TargetSpec  # noqa: E402
 from workbench.sweep import infer_at  # noqa: E402
 
-CONFIG_RE = re.compile(r"^(\d+)x(\d+)@(\d+)(?:/(\d+)gpu)?$")
+CONFIG_RE = re.compile(r"^(\d+)x(\d+)@(\d+)(?:/(\d+)gpu)?(\+evo)?$")
 TOLERANCE = 1.03
 
 
 def parse_config(text: str) -> dict:
     if text == "stock":
         return {"name": "stock", "shards": 1, "servers": 1, "slice": 100, "runner": "local", "builder": "local",
-                "gpus": 1}
+                "first_round": "evolutionary", "gpus": 1}
     m = CONFIG_RE.match(text)
     if not m:
-        raise SystemExit(f"bad config {text!r}: use stock or KxS@P[/Ngpu], e.g. 2x2@50 or 4x8@50/2gpu")
+        raise SystemExit(f"bad config {text!r}: use stock or KxS@P[/Ngpu][+evo], e.g. 2x2@50 or 4x8@50/2gpu")
     k, s, p = map(int, m.groups()[:3])
     return {"name": text, "shards": k, "servers": s, "slice": p, "runner": "rpc", "builder": "persistent",
-            "gpus": int(m.group(4) or 1)}
+            "first_round": "evolutionary" if m.group(5) else "random", "gpus": int(m.group(4) or 1)}
 
 
 def tuning_window(events: list[dict]) -> tuple[float, float]:
@@ -154,7 +155,7 @@ def run_config(cfg: dict, args, home: str) -> dict:
                        gpus=tuple(range(cfg["gpus"])) if wb.detect_hardware().gpus else None,
                        builder_workers=None if cfg["name"] == "stock" else args.builder_workers)
     t_start = time.time()
-    run = wb.tune(spec, home=home, runner=cfg["runner"], builder=cfg["builder"])
+    run = wb.tune(spec, home=home, runner=cfg["runner"], builder=cfg["builder"], first_round=cfg["first_round"])
     status = run.wait(timeout=args.run_timeout)
     if status not in ("done", "partial"):
         run.stop()

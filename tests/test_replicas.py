@@ -41,3 +41,21 @@ def test_replicas_search_apart_and_merge_to_the_best(tmp_path):
     curve = run.best_curve()
     assert abs(curve.est_model_us.iloc[-1] - sum(best.values()) * 1e6) < 0.01 * sum(best.values()) * 1e6
     assert curve.trials.iloc[-1] == 8 and bool(curve.complete.iloc[-1])
+    assert _evolve_s(run) == 0.0  # one batch per shard: all random first rounds
+
+
+def _evolve_s(run):
+    return sum((e.get("profile_s") or {}).get("EvoSearch/Evolve/Mutation", 0.0) for e in run.event_list("shard_finished"))
+
+
+def test_first_batch_is_random_then_evolutionary_and_stock_evolves_from_the_start(tmp_path):
+    """A task's first batch skips the evolution against an untrained (noise) cost model, later batches
+    evolve (the replica test above shows first batches alone evolve nothing); stock evolves at once."""
+    spec = wb.TuneSpec(model="mlp-small", shards=1, servers=1, trials_per_batch=2, sweep_slices=(100,))
+    runs = {"evolutionary": wb.tune(spec.replace(trials=4), home=str(tmp_path / "evo"), first_round="evolutionary"),
+            "random": wb.tune(spec.replace(trials=6), home=str(tmp_path / "random"))}  # 2 first batches, then one more
+    for mode, run in runs.items():
+        assert run.wait(timeout=480) == "done", (mode, run.message)
+        assert run.plan["first_round"] == mode
+        assert run.progress().trials_done.sum() == run.spec.trials and run.best_curve().best_us.notna().all()
+    assert _evolve_s(runs["evolutionary"]) > 0 and _evolve_s(runs["random"]) > 0

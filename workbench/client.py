@@ -37,6 +37,7 @@ class ShardJob:
     builder: str = "persistent"  # persistent | local (stock LocalBuilder)
     prewarm: bool = False  # start builder workers during client start-up (pays off with spare cores)
     replica: int = 0  # > 0: an extra search of tasks another shard also tunes, seeded differently
+    first_round: str = "random"  # random | evolutionary (stock: TVM's evolution from the first batch)
 
     @property
     def seed(self) -> int | None:
@@ -123,7 +124,7 @@ def run(job: ShardJob) -> int:
 
     from .models import load_model
     from .shards import extract_tasks
-    from .tvm_plugins import ProgressCallback, make_builder
+    from .tvm_plugins import ProgressCallback, make_builder, make_strategy
 
     events = EventWriter(job.events_path, f"shard-{job.shard}@{job.tuned_at}")
     os.makedirs(job.work_dir, exist_ok=True)
@@ -145,7 +146,8 @@ def run(job: ShardJob) -> int:
             events.emit("intrinsics", shard=job.shard, tuned_at=job.tuned_at,
                         **load_family(job.target.kind, store.cache_dir(job.run_dir)))
         contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
-            mine, work_dir=job.work_dir, space="post-order-apply", strategy=job.spec.strategy,
+            mine, work_dir=job.work_dir, space="post-order-apply",
+            strategy=make_strategy(job.spec.strategy, job.first_round),
             num_threads=job.num_threads, seed=job.seed)
         good_ctx, good_w = [], []
         for ctx, w in zip(contexts, weights):

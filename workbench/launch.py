@@ -21,10 +21,11 @@ from .spec import SpecError, TuneSpec
 RUNNERS = ("rpc", "local")
 BUILDERS = ("persistent", "local")
 SESSIONS = ("persistent", "spawn")
+FIRST_ROUNDS = ("random", "evolutionary")  # a task's first batch: drawn at random, or TVM's evolution (stock)
 
 
 def plan_run(spec: TuneSpec, hw: Hardware | None = None, runner: str = "rpc", builder: str = "persistent",
-             sessions: str = "persistent") -> dict:
+             sessions: str = "persistent", first_round: str = "random") -> dict:
     """Resolve the target, extract the model's tasks and split them into shards (raises SpecError)."""
     if runner not in RUNNERS:
         raise SpecError("runner", f"must be one of {', '.join(RUNNERS)}, got {runner!r}")
@@ -32,6 +33,8 @@ def plan_run(spec: TuneSpec, hw: Hardware | None = None, runner: str = "rpc", bu
         raise SpecError("builder", f"must be one of {', '.join(BUILDERS)}, got {builder!r}")
     if sessions not in SESSIONS:
         raise SpecError("sessions", f"must be one of {', '.join(SESSIONS)}, got {sessions!r}")
+    if first_round not in FIRST_ROUNDS:
+        raise SpecError("first_round", f"must be one of {', '.join(FIRST_ROUNDS)}, got {first_round!r}")
     if runner == "local" and (spec.servers != 1 or spec.tracker):
         raise SpecError("runner", "the local runner measures in the client itself: use servers=1 and no tracker")
     hw = hw or detect()
@@ -51,7 +54,7 @@ def plan_run(spec: TuneSpec, hw: Hardware | None = None, runner: str = "rpc", bu
     shards = plan_shards(tasks, spec.shards, spec.trials, per_task=spec.trials_per_batch)
     return {"target": tspec.to_dict(), "tasks": [dataclasses.asdict(t) for t in tasks],
             "shards": [s.to_dict() for s in shards], "runner": runner, "builder": builder,
-            "sessions": sessions, "gpus": gpus, "input_shape": list(model.input_shape), "dtype": model.dtype}
+            "sessions": sessions, "first_round": first_round, "gpus": gpus, "input_shape": list(model.input_shape), "dtype": model.dtype}
 
 
 def spawn_detached(argv: list[str], log_path: str, env: dict[str, str] | None = None) -> int:
@@ -103,10 +106,10 @@ def start_sweep(run_dir: str, slices: list[int]) -> int:
 
 
 def tune(spec: TuneSpec | None = None, *, home: str | None = None, runner: str = "rpc",
-         builder: str = "persistent", sessions: str = "persistent", **fields) -> Run:
+         builder: str = "persistent", sessions: str = "persistent", first_round: str = "random", **fields) -> Run:
     """Validate and plan `spec` (or TuneSpec(**fields)), start its run in the background, return the Run."""
     spec = spec.replace(**fields) if spec is not None and fields else spec or TuneSpec(**fields)
-    plan = plan_run(spec, runner=runner, builder=builder, sessions=sessions)
+    plan = plan_run(spec, runner=runner, builder=builder, sessions=sessions, first_round=first_round)
     run_id, run_dir = store.new_run_dir(spec, home)
     store.write_json(os.path.join(run_dir, store.SPEC_FILE), dataclasses.asdict(spec))
     store.write_json(os.path.join(run_dir, store.PLAN_FILE), plan)

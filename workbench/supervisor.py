@@ -229,7 +229,8 @@ class Supervisor:
                            tracker=(host, port, key), runner_workers=runner_workers,
                            builder_workers=builder_workers, num_threads=threads,
                            runner=self.plan.get("runner", "rpc"), builder=self.plan.get("builder", "persistent"),
-                           prewarm=len(self.cores) >= 4 * len(shards), replica=shard.replica)
+                           prewarm=len(self.cores) >= 4 * len(shards), replica=shard.replica,
+                           first_round=self.plan.get("first_round", "random"))
             job_path = os.path.join(stage_dir, f"shard-{shard.index}.json")
             with open(job_path, "w") as f:
                 f.write(job.to_json())
