@@ -10,6 +10,11 @@ Nothing here is measured anew: it reads the committed outputs of the device runs
   16-31 (`bench/h200_lanes.sh`). Each row is the line `tuning_throughput.py` printed.
 - `h200x2/call4_scaling_1gpu/`, `call6_scaling_2gpu/`: ResNet-18 on 1 GPU + 16 cores, then 2 GPUs + 32 cores.
 - `h200x2/call8_slice_matrix/`: mlp tuned at 25/50/100 %, timed at 10..100 % (the engine's sweep).
+- `session3/call2_h200_sequential/` (the headline, `h200_summary.json`): session 3 on the one-GPU kind,
+  stock then the workbench configs one after another in one call, nothing else running.
+- `session3/call1_x2_lanes/`: session 3 on the two-GPU kind, two lanes as in session 2, before the
+  random first round (every config evolves from the first batch, as stock does).
+- `session3/call3_resnet18_matrix_cutoff/`: resnet18-small tuned at 25 % and (cut off) 50 %.
 """
 from __future__ import annotations
 
@@ -20,11 +25,12 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tuning_throughput import compare as bench_compare  # noqa: E402
 from tuning_throughput import steady_rate, tuning_window  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "results")
-S1, S2 = os.path.join(RESULTS, "h200"), os.path.join(RESULTS, "h200x2")
+S1, S2, S3 = os.path.join(RESULTS, "h200"), os.path.join(RESULTS, "h200x2"), os.path.join(RESULTS, "session3")
 TOLERANCE = 1.03
 GOAL = {"trials_per_s_ratio": 5.0, "time_to_same_latency_reduction": 0.75, "final_latency_ratio_max": 1.03}
 
@@ -76,6 +82,32 @@ def session2_rows() -> list[dict]:
                     else:
                         rows.append({"session": 2, "call": "call2_lanes", "config": r["name"], "run": r.get("run"),
                                      "failed": r.get("message", "").splitlines()[-1][:160]})
+    return rows
+
+
+def session3_rows(call: str, files: list[str]) -> list[dict]:
+    """A session-3 call: the bench JSONs' rows, ratios as the bench defines them (stock's time to its own
+    final latency, from its checkpoints)."""
+    configs = []
+    for name in files:
+        with open(os.path.join(S3, call, name)) as f:
+            configs += json.load(f)["configs"]
+    bench_compare(configs)
+    rows = []
+    for r in configs:
+        if r.get("status") not in ("done", "partial"):
+            rows.append({"session": 3, "call": call, "config": r["name"], "run": r.get("run"),
+                         "failed": (r.get("message") or r.get("status", "")).splitlines()[-1][:160]})
+            continue
+        rows.append({"session": 3, "call": call, "config": r["name"], "run": r["run"], "trials": r["trials"],
+                     "wall_s": r["wall_s"], "first_batch_s": r["first_batch_s"], "trials_per_s": r["trials_per_s"],
+                     "steady_trials_per_s": r["steady_trials_per_s"], "final_latency_ms": round(r["final_latency_ms"], 5),
+                     "checkpoints": r.get("checkpoints") or [], "server_sm_counts": r.get("server_sm_counts"),
+                     "cpu_util_mean": r.get("cpu_util_mean"), "gpu_util_mean": r.get("gpu_util_mean"),
+                     "first_round": r.get("first_round", "evolutionary"), "phases_s": r.get("phases_s"),
+                     "trials_per_s_ratio": r["trials_per_s_ratio"], "final_latency_ratio": round(r["final_latency_ratio"], 3),
+                     "steady_ratio": None, "time_to_stock_latency_s": r["time_to_stock_latency_s"],
+                     "time_to_same_latency_reduction": r["time_to_same_latency_reduction"]})
     return rows
 
 
@@ -179,41 +211,102 @@ HEADER = ["| config | call | trials | wall s | first batch s | trials/s | x stoc
           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
 
 
+def fmt3(r: dict) -> str:
+    if "failed" in r:
+        return f"| {r['config']} | failed: {r['failed']} |" + " |" * 10
+    return (f"| {r['config']} | {r.get('first_round', '')} | {r['trials']} | {r['wall_s']} | {r['first_batch_s']} | "
+            f"{r['trials_per_s']} | **{r['trials_per_s_ratio']}** | {r['final_latency_ms']} | "
+            f"**{r['final_latency_ratio']}** | {r['time_to_stock_latency_s']} | {r['time_to_same_latency_reduction']} | "
+            f"{r['server_sm_counts']} |")
+
+
+HEADER3 = ["| config | first batch drawn by | trials | wall s | first batch s | trials/s | x stock | final latency ms | "
+           "x stock | time to stock latency s | reduction | server SMs |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+
+
+def client_time(r: dict) -> str:
+    """Per-client seconds by phase (the profile summed over clients, divided by the client count)."""
+    k = int(r["config"].split("x")[0]) if r["config"] != "stock" else 1
+    p = r.get("phases_s") or {}
+    pick = [("client_startup", "start-up"), ("SendToBuilder", "building"), ("JoinRunnerFutures", "waiting for measurements"),
+            ("EvoSearch/Evolve/Mutation", "evolution"), ("EvoSearch/SampleInitPopulation", "sampling"), ("Total", "in tune_tasks")]
+    return ", ".join(f"{label} {p[key] / k:.1f}" for key, label in pick if key in p)
+
+
 def main() -> None:
     s1, s2 = session1_rows(), session2_rows()
     compare(s1 + s2)
-    ok2 = [r for r in s2 if "failed" not in r and r["config"] != "stock"]
-    best = max(ok2, key=lambda r: r["trials_per_s"])
+    seq = session3_rows("call2_h200_sequential", ["s3_h200_mlp.json"])
+    lanes3 = session3_rows("call1_x2_lanes", ["s3_lane0_stock.json", "s3_lane1_wb.json"])
+    ok = [r for r in seq if "failed" not in r and r["config"] != "stock"]
+    best = max(ok, key=lambda r: r["trials_per_s"])
     reached = best["time_to_same_latency_reduction"] is not None
+    stocks = [r["final_latency_ms"] for r in s2 + lanes3 + seq if r.get("config") == "stock" and "failed" not in r]
     scale, scale_lines = scaling()
     mrows, matrix_lines = matrix()
     s1_best = next(r for r in s1 if r["config"] == "1x1@100" and r["call"] == "call6_workbench")
     summary = {
         "model": "mlp", "model_shapes": "BERT-base FFN: 128x768 -> 3072 -> 768 (2 tasks)",
-        "machine": "nvidia-h200-x2 (2x NVIDIA H200, 32 vCPUs, driver 580.159.04); each lane 1 GPU + 16 cores",
-        "tvm": "0.27.0.post1", "date": "2026-11-29", "trials": 64, "batch": 16,
-        "source": "session 2, call 2: stock and the workbench side by side in one call",
+        "machine": "nvidia-h200 (1x NVIDIA H200, 16 vCPUs, driver 580.159.04)",
+        "tvm": "0.27.0.post1", "date": "2026-11-29", "trials": 64, "batch": 16, "seed": 0,
+        "source": "session 3, call 2: stock, then each workbench config, one after another in one call",
         "best_config": best["config"], "trials_per_s_ratio": best["trials_per_s_ratio"],
         "time_to_same_latency_reduction": best["time_to_same_latency_reduction"] if reached else 0.0,
         "time_to_same_latency_reached": reached, "final_latency_ratio": best["final_latency_ratio"],
-        "steady_trials_per_s_ratio": best["steady_ratio"], "goal": GOAL,
+        "goal": GOAL,
         "goal_met": bool(reached and best["trials_per_s_ratio"] >= 5
                          and best["time_to_same_latency_reduction"] >= 0.75 and best["final_latency_ratio"] <= 1.03),
         "note": ("best_config is the fastest by trials/s; it never reached stock's final latency within 3 % "
-                 "(time_to_same_latency_reduction 0.0 means no reduction is claimed). Session 1 (one-GPU kind, "
-                 "separate calls, 48 trials): 1x1@100 reached stock's latency 44 % sooner at 1.79x trials/s and "
-                 "0.844x latency."),
+                 "(time_to_same_latency_reduction 0.0 means no reduction is claimed). Stock's own final latency, "
+                 f"same model, budget and seed, in three calls: {', '.join(f'{x:.4f}' for x in stocks)} ms: at 64 "
+                 "trials the latency comparison is dominated by search noise. In session 3 call 1 (two-GPU host, "
+                 "lanes), 2x1@100 reached stock's latency 81 % sooner at 2.83x trials/s and 0.72x latency."),
+        "other_calls": {r["call"] + ":" + r["config"]: {k: r.get(k) for k in ("trials_per_s_ratio", "final_latency_ratio",
+                                                                              "time_to_same_latency_reduction")}
+                        for r in lanes3 if "failed" not in r and r["config"] != "stock"},
         "session1_best": {k: s1_best[k] for k in ("config", "trials_per_s_ratio", "time_to_same_latency_reduction",
                                                   "final_latency_ratio")},
-        "scaling": scale, "slice_matrix_rows": len(mrows), "runs": s1 + s2}
+        "scaling": scale, "slice_matrix_rows": len(mrows), "runs": seq + lanes3 + s1 + s2}
     with open(os.path.join(RESULTS, "h200_summary.json"), "w") as f:
-        json.dump(summary, f, indent=1)
+        json.dump(summary, f, indent=1, default=str)
     lines = ["# H200 results (measured)", "",
              "Produced by `bench/tuning_throughput.py`, `bench/h200_lanes.sh` and `python -m workbench tune` on the "
              "lent device, summarised by `bench/summarize_h200.py` (run it to rebuild this file, "
              "`h200_summary.json` and `h200_slice_matrix.csv`). TVM 0.27.0.post1, driver 580.159.04, xgb cost "
-             "model, evolutionary search, seed 0. Wall = run start (servers and clients starting) to the last "
-             "measured trial; latency = the tuned model on the whole GPU.", "",
+             "model, seed 0. Wall = run start (servers and clients starting) to the last measured trial; latency = "
+             "the tuned model on the whole GPU. Time to stock latency = the first checkpoint (records committed by "
+             "then, compiled and timed) within 3 % of stock's final latency; reduction = 1 - that / stock's own time "
+             "to its final latency.", "",
+             "## Session 3, headline: stock, then the workbench, in one call on the one-GPU machine", "",
+             "`nvidia-h200` (1 H200, 16 cores), 2026-11-29, `tuning_throughput.py --model mlp --target cuda "
+             "--trials 64 --batch 16 --seed 0 --configs stock,4x1@100,4x2@50,2x1@100 --checkpoints 4`; nothing else "
+             "ran. `mlp` = BERT-base FFN (128x768 -> 3072 -> 768, 2 tasks). `4x1` has more shards than tasks: "
+             "each task is searched by 2 seeded replicas with 16 trials each (`workbench/shards.py`). The workbench "
+             "draws a task's first batch at random (`RandomFirstRound`: the cost model scores noise until it holds "
+             "100 records); stock evolves from the first batch. The last config (2x1@100) was cut off by the "
+             "call's time limit.", "", *HEADER3, *[fmt3(r) for r in seq], "",
+             f"Fastest: **{best['config']}**, **{best['trials_per_s_ratio']}x** stock's trials/s (goal 5x: met), "
+             f"final latency **{best['final_latency_ratio']}x** stock's (goal within 3 %: NOT met), and it "
+             f"{'reached' if reached else 'never reached'} stock's final latency within 3 % (goal 75 % sooner: "
+             f"{'see the table' if reached else 'NOT met'}). Its first checkpoint (41.5 s) was at 0.182 ms, 1.11x "
+             "stock's; the records chosen later were faster on the 50 % slice they were measured on but slower on "
+             "the whole GPU: the slice effect the product is about, seen from the other side.", "",
+             "Where a client's time went (seconds per client): " + "; ".join(
+                 f"{r['config']}: {client_time(r)}" for r in seq if "failed" not in r) + ".", "",
+             "## Session 3, call 1: two lanes on the two-GPU host, every batch evolved (before the random first round)",
+             "", "`nvidia-h200-x2`: stock on GPU 0 and cores 0-15, the workbench configs one after another on GPU 1 "
+             "and cores 16-31 (`bench/h200_lanes.sh`), same model, budget and seed. The two lanes slow each other "
+             "(shared host): 4x1@100 and 2x1@100 ran while stock did, 4x4@25 and 4x2@50 mostly after. The event "
+             "logs of this call stayed on the device (the bench's home was outside the folder the script archives); "
+             "the rows are the bench JSONs.", "", *HEADER3, *[fmt3(r) for r in lanes3], "",
+             "Here 2x1@100 reached stock's final latency **81 % sooner** (43 s vs 226 s) with a **0.72x** final "
+             "latency at 2.83x trials/s, and 4x1@100 73 % sooner at 3.45x with 0.79x latency; 4x2@50 reached it 80 % "
+             "sooner at 4.42x but ended at 1.24x (slice-chosen records again).", "",
+             "**Noise.** Stock's own final latency in three calls with the same model, budget and seed: "
+             + ", ".join(f"{x:.4f}" for x in stocks) + " ms (1.5x apart). At 64 trials (32 per task) the result is "
+             "mostly which random schedules the first rounds drew; one run per config cannot show a 3 % difference "
+             "either way.", "",
              "## Stock MetaSchedule versus the workbench, side by side (session 2, `nvidia-h200-x2`, call 2)", "",
              "Model `mlp` (BERT-base FFN, 2 tasks), 64 trials in batches of 16. Two lanes at once: stock on GPU 0 "
              "and cores 0-15; the workbench configs one after another on GPU 1 and cores 16-31. Each lane has the "

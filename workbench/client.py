@@ -75,11 +75,14 @@ def make_runner(job: ShardJob):
     if job.runner == "local":
         return ms.runner.LocalRunner(timeout_sec=job.spec.measure_timeout_s,
                                      evaluator_config=evaluator_config(job.target.kind))
+    from .tvm_plugins import ServersFirstRunner
+
     host, port, key = job.tracker
     config = ms.runner.RPCConfig(tracker_host=host, tracker_port=port, tracker_key=key,
                                  session_timeout_sec=job.spec.measure_timeout_s)
-    return ms.runner.RPCRunner(rpc_config=config, evaluator_config=evaluator_config(job.target.kind),
-                               max_workers=job.runner_workers)
+    rpc = ms.runner.RPCRunner(rpc_config=config, evaluator_config=evaluator_config(job.target.kind),
+                              max_workers=job.runner_workers)
+    return ServersFirstRunner(rpc, lambda: wait_for_servers(job))  # search and build while servers start
 
 
 def previous_progress(database, contexts) -> tuple[dict[str, int], dict[str, float]]:
@@ -175,8 +178,6 @@ def run(job: ShardJob) -> int:
             events.emit("shard_finished", shard=job.shard, tuned_at=job.tuned_at, trials_done=sum(done.values()),
                         exit_code=0, note="budget already spent (resumed)")
             return 0
-        if job.runner == "rpc":
-            wait_for_servers(job)
         callbacks = list(ms.measure_callback.MeasureCallback.create("default")) + [progress]
         cost_model = ms.cost_model.CostModel.create(job.spec.cost_model, num_tuning_cores=job.num_threads) \
             if job.spec.cost_model == "xgb" else job.spec.cost_model
