@@ -8,7 +8,8 @@
 K may exceed the model's task count: the extra shards are seeded search replicas of its costliest
 tasks (`workbench.shards.plan_shards`). `KxS@P/Ngpu` places the S servers round-robin on the first N GPUs (one MPS daemon each), for scaling
 runs on multi-GPU hosts. Workbench configs draw each task's first batch at random
-(`tvm_plugins.RandomFirstRound`); a `+evo` suffix keeps TVM's evolution there, as stock does. Every config gets the same model, trial budget, batch size, cost model
+(`tvm_plugins.RandomFirstRound`); a `+evo` suffix keeps TVM's evolution there, as stock does; a
+`+batch` suffix measures each batch over one RPC session per server (`workbench/batch_runner.py`). Every config gets the same model, trial budget, batch size, cost model
 and seed.
 
 For each config it reports trials per second, wall time, the final model latency (compiled with
@@ -38,7 +39,7 @@ import workbench as wb  # noqa: E402
 from workbench.hardware import TargetSpec  # noqa: E402
 from workbench.sweep import infer_at  # noqa: E402
 
-CONFIG_RE = re.compile(r"^(\d+)x(\d+)@(\d+)(?:/(\d+)gpu)?(\+evo)?$")
+CONFIG_RE = re.compile(r"^(\d+)x(\d+)@(\d+)(?:/(\d+)gpu)?(\+evo)?(\+batch)?$")
 TOLERANCE = 1.03
 
 
@@ -48,9 +49,10 @@ def parse_config(text: str) -> dict:
                 "first_round": "evolutionary", "gpus": 1}
     m = CONFIG_RE.match(text)
     if not m:
-        raise SystemExit(f"bad config {text!r}: use stock or KxS@P[/Ngpu][+evo], e.g. 2x2@50 or 4x8@50/2gpu")
+        raise SystemExit(f"bad config {text!r}: use stock or KxS@P[/Ngpu][+evo][+batch], e.g. 2x2@50 or 4x8@50/2gpu")
     k, s, p = map(int, m.groups()[:3])
-    return {"name": text, "shards": k, "servers": s, "slice": p, "runner": "rpc", "builder": "persistent",
+    return {"name": text, "shards": k, "servers": s, "slice": p, "runner": "rpc-batch" if m.group(6) else "rpc",
+            "builder": "persistent",
             "first_round": "evolutionary" if m.group(5) else "random", "gpus": int(m.group(4) or 1)}
 
 

@@ -33,7 +33,7 @@ class ShardJob:
     runner_workers: int
     builder_workers: int
     num_threads: int
-    runner: str = "rpc"  # rpc | local (stock measurement in-process)
+    runner: str = "rpc"  # rpc | rpc-batch (one session per server per batch) | local (stock, in-process)
     builder: str = "persistent"  # persistent | local (stock LocalBuilder)
     prewarm: bool = False  # start builder workers during client start-up (pays off with spare cores)
     replica: int = 0  # > 0: an extra search of tasks another shard also tunes, seeded differently
@@ -80,8 +80,14 @@ def make_runner(job: ShardJob):
     host, port, key = job.tracker
     config = ms.runner.RPCConfig(tracker_host=host, tracker_port=port, tracker_key=key,
                                  session_timeout_sec=job.spec.measure_timeout_s)
-    rpc = ms.runner.RPCRunner(rpc_config=config, evaluator_config=evaluator_config(job.target.kind),
-                              max_workers=job.runner_workers)
+    if job.runner == "rpc-batch":
+        from .batch_runner import SessionBatchRunner
+
+        rpc = SessionBatchRunner(config, evaluator_config(job.target.kind), job.runner_workers,
+                                 job.spec.trials_per_batch)
+    else:
+        rpc = ms.runner.RPCRunner(rpc_config=config, evaluator_config=evaluator_config(job.target.kind),
+                                  max_workers=job.runner_workers)
     return ServersFirstRunner(rpc, lambda: wait_for_servers(job))  # search and build while servers start
 
 

@@ -18,7 +18,7 @@ from .run import Run
 from .shards import extract_tasks, plan_shards, task_info
 from .spec import SpecError, TuneSpec
 
-RUNNERS = ("rpc", "local")
+RUNNERS = ("rpc", "rpc-batch", "local")  # rpc-batch: one RPC session per server per batch
 BUILDERS = ("persistent", "local")
 SESSIONS = ("persistent", "spawn")
 FIRST_ROUNDS = ("random", "evolutionary")  # a task's first batch: drawn at random, or TVM's evolution (stock)

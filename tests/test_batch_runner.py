@@ -1,0 +1,63 @@
+"""Runner "rpc-batch": one RPC session per server per batch, real servers on loopback."""
+import glob
+import os
+
+import workbench as wb
+
+
+def _sessions(run):
+    return sum(open(p).read().count("connected from") for p in glob.glob(os.path.join(run.dir, "logs", "server-*.log")))
+
+
+def test_batch_runner_measures_every_candidate_over_few_sessions(tmp_path):
+    spec = wb.TuneSpec(model="mlp-small", shards=1, servers=2, trials=8, trials_per_batch=4, sweep_slices=(100,))
+    runs = {r: wb.tune(spec, home=str(tmp_path / r), runner=r) for r in ("rpc-batch", "rpc")}
+    for name, run in runs.items():
+        assert run.wait(timeout=480) == "done", (name, run.message)
+        batches = run.event_list("batch")
+        assert sum(e["batch_size"] for e in batches) == 8
+        assert all(e["run_errors"] == 0 and all(us is not None for us in e["latest_us"]) for e in batches), name
+    # stock RPCRunner: a session per candidate; here: one per server per batch (2 batches x 2 servers)
+    assert _sessions(runs["rpc"]) >= 8 and _sessions(runs["rpc-batch"]) <= 4
+
+
+def test_a_broken_candidate_fails_alone_and_the_chunk_goes_on(tmp_path):
+    import tvm  # noqa: F401
+    from tvm.s_tir import meta_schedule as ms
+    from tvm.s_tir.meta_schedule.builder import BuilderInput
+    from tvm.s_tir.meta_schedule.runner import RunnerInput
+
+    from workbench.batch_runner import SessionBatchRunner
+    from workbench.client import evaluator_config
+    from workbench.hardware import detect, target_spec
+    from workbench.models import load_model
+    from workbench.servers import ServerPool, ServerSpec
+    from workbench.shards import extract_tasks
+    from workbench.slices import Slice, bind
+    from workbench.tvm_plugins import PersistentBuilder
+
+    (tmp_path / "logs").mkdir()
+    pool = ServerPool(str(tmp_path), "127.0.0.1", dict(os.environ), "k", "cpu")
+    builder = PersistentBuilder(2)
+    try:
+        pool.start_tracker()
+        pool.wait_servers(pool.start_servers([ServerSpec(0, "k", bind("cpu", Slice(100), sorted(os.sched_getaffinity(0)), 0, None))]))
+        target = target_spec("cpu", detect()).build()
+        task = extract_tasks(load_model("mlp-small").mod, target)[0]
+        ctx = ms.TuneContext(mod=task.dispatched[0], target=target, space_generator="post-order-apply",
+                             search_strategy="replay-trace", num_threads=1)
+        space = ctx.generate_design_space()[0]
+        built = builder.build([BuilderInput(space.mod, target)] * 3)
+        broken = tmp_path / "broken.so"
+        broken.write_bytes(b"not a shared library")
+        args_info = ms.arg_info.ArgInfo.from_prim_func(space.mod["main"])
+        paths = [built[0].artifact_path, str(broken), built[2].artifact_path]
+        host, port = pool.tracker_addr
+        runner = SessionBatchRunner(ms.runner.RPCConfig(host, port, "k", 1, 60), evaluator_config("cpu"), 1, 3)
+        results = [f.result() for f in runner.run([RunnerInput(p, "cpu", args_info) for p in paths])]
+    finally:
+        builder.shutdown()
+        pool.stop()
+    assert results[0].error_msg is None and results[2].error_msg is None
+    assert results[0].run_secs and results[2].run_secs
+    assert results[1].run_secs is None and "SessionBatchRunner" in results[1].error_msg
