@@ -294,6 +294,18 @@ def main() -> None:
              "the whole GPU: the slice effect the product is about, seen from the other side.", "",
              "Where a client's time went (seconds per client): " + "; ".join(
                  f"{r['config']}: {client_time(r)}" for r in seq if "failed" not in r) + ".", "",
+             "**The bound, from the event logs.** In 4x2@50 the clients were ready to tune 7 s after the run "
+             "started, then waited until the servers registered (20.4 s: MPS daemon, server processes importing "
+             "TVM and creating a CUDA context) before searching at all; the first batches landed at 41.5 s: "
+             "random draw, ~8 s of NVRTC builds per client (4 workers for 16 candidates) and ~7 s waiting for "
+             "measurements (64 candidates over 2 servers, ~0.4 s each through RPC). Stock spent 188 s of its "
+             "266 s in `LocalBuilder` (fresh workers re-importing TVM and its tensor intrinsics every batch). "
+             "Since this call (not yet measured on the device, whose time for this session was spent): clients "
+             "search and build while the servers start and only measuring waits for them "
+             "(`tvm_plugins.ServersFirstRunner`; ~13 s of the 44 s), and an opt-in runner measures a batch over "
+             "one RPC session per server instead of one per candidate (`workbench/batch_runner.py`, bench "
+             "suffix `+batch`; on the 2-core CPU box `1x1@100+batch` ran 6.21x stock's trials/s against 4.65x for "
+             "`1x1@100`, `bench/results/cpu_mlp.json`).", "",
              "## Session 3, call 1: two lanes on the two-GPU host, every batch evolved (before the random first round)",
              "", "`nvidia-h200-x2`: stock on GPU 0 and cores 0-15, the workbench configs one after another on GPU 1 "
              "and cores 16-31 (`bench/h200_lanes.sh`), same model, budget and seed. The two lanes slow each other "
