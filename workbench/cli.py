@@ -31,7 +31,9 @@ def add_tune_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target", default=d.target, help="auto (GPU if present, else CPU), cpu or cuda")
     p.add_argument("--slices", default="100", help="percentages to tune at, e.g. 25,50,100 (one tune per slice)")
     p.add_argument("--servers", type=_int, default=d.servers, help="RPC servers per slice")
-    p.add_argument("--shards", type=_int, default=d.shards, help="tuning client processes")
+    p.add_argument("--shards", type=_int, default=d.shards,
+                   help="tuning client processes (above the model's task count: seeded search replicas of its "
+                        "costliest tasks)")
     p.add_argument("--trials", type=_int, default=d.trials, help="total trial budget per slice")
     p.add_argument("--trials-per-batch", type=_int, default=d.trials_per_batch, help="trials measured per batch")
     p.add_argument("--cost-model", default=d.cost_model, help="xgb or random")
