@@ -150,9 +150,9 @@ def evaluate_checkpoints(run: wb.Run, target: TargetSpec, n: int, work: str) -> 
             for i in range(len(times))]
 
 
-def run_config(cfg: dict, args, home: str) -> dict:
+def run_config(cfg: dict, args, home: str, seed: int) -> dict:
     spec = wb.TuneSpec(model=args.model, target=args.target, slices=(cfg["slice"],), servers=cfg["servers"],
-                       shards=cfg["shards"], trials=args.trials, trials_per_batch=args.batch, seed=args.seed,
+                       shards=cfg["shards"], trials=args.trials, trials_per_batch=args.batch, seed=seed,
                        sweep_slices=(100,), cost_model=args.cost_model, measure_timeout_s=args.measure_timeout,
                        gpus=tuple(range(cfg["gpus"])) if wb.detect_hardware().gpus else None,
                        builder_workers=None if cfg["name"] == "stock" else args.builder_workers)
@@ -161,7 +161,7 @@ def run_config(cfg: dict, args, home: str) -> dict:
     status = run.wait(timeout=args.run_timeout)
     if status not in ("done", "partial"):
         run.stop()
-        return {**cfg, "status": status, "message": run.message, "run": run.id}
+        return {**cfg, "seed": seed, "status": status, "message": run.message, "run": run.id}
     events = run.event_list()
     t0, t1 = tuning_window(events)
     started = min(e["t"] for e in events if e["kind"] == "run_started")
@@ -169,7 +169,7 @@ def run_config(cfg: dict, args, home: str) -> dict:
     sweep = run.sweep
     final = sweep[sweep.inferred_at == 100].iloc[0]
     servers = [e for e in events if e["kind"] == "server_ready"]
-    out = {**cfg, "status": status, "run": run.id, "trials": trials, "wall_s": round(t1 - t0, 1),
+    out = {**cfg, "seed": seed, "status": status, "run": run.id, "trials": trials, "wall_s": round(t1 - t0, 1),
            "launch_to_end_s": round(time.time() - t_start, 1), "trials_per_s": round(trials / (t1 - t0), 4),
            "steady_trials_per_s": steady_rate(events),
            "first_batch_s": round(min(e["t"] for e in events if e["kind"] == "batch") - started, 1),
@@ -191,6 +191,9 @@ def main() -> None:
     p.add_argument("--trials", type=int, default=32)
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seeds", default=None,
+                   help="comma-separated seeds: every config runs once per seed (seed by seed), each compared with "
+                        "the stock run of its seed; the summary keys are then medians over seeds")
     p.add_argument("--cost-model", default="xgb")
     p.add_argument("--configs", default="stock,1x1@100,2x2@50")
     p.add_argument("--checkpoints", type=int, default=4, help="compiled checkpoints per run (0: skip)")
@@ -214,17 +217,19 @@ def main() -> None:
     name = args.name or f"{'gpu' if hw.gpus else 'cpu'}_{args.model}"
     path = os.path.join(args.out_dir, f"{name}.json")
     os.makedirs(args.out_dir, exist_ok=True)
-    for cfg in configs:
-        print(f"--- {cfg['name']}", flush=True)
-        rows.append(run_config(cfg, args, home))
-        print(json.dumps({k: v for k, v in rows[-1].items() if k not in ("phases_s", "checkpoints")}), flush=True)
-        result = {"date": time.strftime("%Y-%m-%d %H:%M"), "machine": hw.describe(hw.default_target),
-                  "cores": hw.ncores, "host": platform.node(), "tvm": tvm.__version__, "model": args.model,
-                  "trials": args.trials, "batch": args.batch, "seed": args.seed, "cost_model": args.cost_model,
-                  "builder_workers": args.builder_workers,
-                  "configs": rows, **compare(rows)}
-        with open(path, "w") as f:  # after every config, so a cut-off run still leaves its numbers
-            json.dump(result, f, indent=1, default=str)
+    seeds = [int(x) for x in args.seeds.split(",")] if args.seeds else [args.seed]
+    for seed in seeds:
+        for cfg in configs:
+            print(f"--- {cfg['name']} seed {seed}", flush=True)
+            rows.append(run_config(cfg, args, home, seed))
+            print(json.dumps({k: v for k, v in rows[-1].items() if k not in ("phases_s", "checkpoints")}), flush=True)
+            result = {"date": time.strftime("%Y-%m-%d %H:%M"), "machine": hw.describe(hw.default_target),
+                      "cores": hw.ncores, "host": platform.node(), "tvm": tvm.__version__, "model": args.model,
+                      "trials": args.trials, "batch": args.batch, "seed": seeds[0], "seeds": seeds,
+                      "cost_model": args.cost_model, "builder_workers": args.builder_workers,
+                      "configs": rows, **compare_seeds(rows)}
+            with open(path, "w") as f:  # after every config, so a cut-off run still leaves its numbers
+                json.dump(result, f, indent=1, default=str)
     print_table(result)
     print(f"\nwritten {path}")
 
@@ -259,8 +264,35 @@ def compare(rows: list[dict]) -> dict:
             "final_latency_ratio": best["final_latency_ratio"]}
 
 
+def compare_seeds(rows: list[dict]) -> dict:
+    """`compare` within each seed; over several seeds, each config's medians (and how often it reached
+    stock's latency), the best config by median trials/s ratio, and its medians as the summary keys."""
+    by_seed: dict[int, list[dict]] = {}
+    for r in rows:
+        by_seed.setdefault(r.get("seed", 0), []).append(r)
+    results = {seed: compare(group) for seed, group in by_seed.items()}
+    if len(by_seed) == 1:
+        return next(iter(results.values()))
+    per: dict[str, dict] = {}
+    for name in dict.fromkeys(r["name"] for r in rows if r["name"] != "stock"):
+        done = [r for r in rows if r["name"] == name and "trials_per_s_ratio" in r]
+        if not done:
+            continue
+        reductions = [r["time_to_same_latency_reduction"] or 0.0 for r in done]
+        per[name] = {"seeds": len(done),
+                     "trials_per_s_ratio": round(float(np.median([r["trials_per_s_ratio"] for r in done])), 3),
+                     "final_latency_ratio": round(float(np.median([r["final_latency_ratio"] for r in done])), 4),
+                     "time_to_same_latency_reduction": round(float(np.median(reductions)), 3),
+                     "reached_stock_latency": sum(r["time_to_same_latency_reduction"] is not None for r in done)}
+    if not per:
+        return {}
+    best = max(per, key=lambda n: per[n]["trials_per_s_ratio"])
+    return {"per_config_median": per, "best_config": best,
+            **{k: per[best][k] for k in ("trials_per_s_ratio", "time_to_same_latency_reduction", "final_latency_ratio")}}
+
+
 def print_table(result: dict) -> None:
-    cols = ("name", "trials", "wall_s", "first_batch_s", "trials_per_s", "steady_trials_per_s", "trials_per_s_ratio", "final_latency_ms",
+    cols = ("name", "seed", "trials", "wall_s", "first_batch_s", "trials_per_s", "steady_trials_per_s", "trials_per_s_ratio", "final_latency_ms",
             "final_latency_ratio", "time_to_stock_latency_s", "cpu_util_mean", "gpu_util_mean")
     print("\n" + " | ".join(cols))
     for r in result["configs"]:
