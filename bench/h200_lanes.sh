@@ -21,15 +21,17 @@ else
   lane 0 "$1" & lane 1 "${2:-true}" &
 fi
 wait
-for f in /tmp/wbhome*/runs/*/events.jsonl /tmp/wb-bench-*/runs/*/events.jsonl; do
+for f in /tmp/*/runs/*/events.jsonl; do  # any workbench home under /tmp (bench --home too)
   [ -f "$f" ] && cp "$f" "$OUT/events/$(basename "$(dirname "$f")").jsonl"
 done
-for f in /tmp/wbhome*/runs/*/sweep.csv; do
+for f in /tmp/*/runs/*/sweep.csv; do
   [ -f "$f" ] && cp "$f" "$OUT/events/$(basename "$(dirname "$f")").sweep.csv"
 done
 ps aux | grep -E "workbench|tvm.exec|mps" | grep -v grep > "$OUT/leftover.txt" || true
-tail -5 "$OUT"/lane*.log
+tail -n 5 "$OUT"/lane*.log
 # The device tool returns only a few files: everything travels in one archive.
 tar czf /tmp/call.tgz --exclude='*.tgz' -C "$OUT" . && find "$OUT" -mindepth 1 ! -name '*.tgz' -delete \
   && mv /tmp/call.tgz "$OUT/call-$(date +%s).tgz"
-rm -rf /tmp/wbhome*/runs  # archived: the next invocation in this call copies only its own runs
+for d in /tmp/*/runs; do  # archived: the next invocation in this call copies only its own runs
+  compgen -G "$d/*/events.jsonl" > /dev/null && rm -rf "$d"
+done
