@@ -154,3 +154,20 @@ def test_plan_records_target_and_shards(finished_run):
     plan = finished_run.plan
     assert plan["target"]["kind"] == "cpu" and len(plan["shards"]) == 2
     assert json.loads(json.dumps(plan)) == plan
+
+
+def test_views_inside_consistent_read_one_set_of_events(finished_run, tmp_path):
+    """The panel draws every view of a refresh inside Run.consistent(): an event appended meanwhile
+    (a batch landing between progress() and best_curve()) waits for the next refresh."""
+    import shutil
+
+    from workbench.events import EventWriter
+
+    copy = tmp_path / "run"
+    shutil.copytree(finished_run.dir, copy)
+    run = wb.Run(str(copy))
+    before = run.event_count
+    with run.consistent():
+        EventWriter(str(copy / "events.jsonl"), "test").emit("phase", phase="late")
+        assert run.event_count == before and len(run.event_list()) == before and run.status == "done"
+    assert run.event_count == before + 1

@@ -427,6 +427,10 @@ class Panel:
         if run is None:
             self._update_buttons()
             return False
+        with run.consistent():  # every view of this refresh from the same events
+            return self._redraw(run, force)
+
+    def _redraw(self, run: "workbench.Run", force: bool) -> bool:
         count = run.event_count
         status = run.status
         sweeping = run.sweeping if status not in ACTIVE else False

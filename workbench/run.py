@@ -5,6 +5,7 @@ Run can be re-opened from any process: after a kernel restart, from the CLI, fro
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
@@ -25,6 +26,7 @@ class Run:
         self.id = os.path.basename(self.dir)
         self.spec = TuneSpec.from_dict(store.read_json(os.path.join(self.dir, store.SPEC_FILE)))
         self._reader = EventReader(os.path.join(self.dir, "events.jsonl"))
+        self._held = 0  # > 0 inside consistent(): tables do not read new events
         self._events: list[dict[str, Any]] = []
 
     # -- events ----------------------------------------------------------------------------------
@@ -41,11 +43,25 @@ class Run:
     @property
     def event_count(self) -> int:
         """How many events have been read so far (polls first): a cheap 'did anything change' cursor."""
-        self.poll_events()
+        self._poll()
         return len(self._events)
 
-    def _all(self, kind: str | None = None) -> list[dict[str, Any]]:
+    @contextlib.contextmanager
+    def consistent(self) -> Iterator["Run"]:
+        """Tables computed inside see one set of events: one read at entry, none until the exit."""
         self.poll_events()
+        self._held += 1
+        try:
+            yield self
+        finally:
+            self._held -= 1
+
+    def _poll(self) -> None:
+        if not self._held:
+            self.poll_events()
+
+    def _all(self, kind: str | None = None) -> list[dict[str, Any]]:
+        self._poll()
         return self._events if kind is None else [e for e in self._events if e["kind"] == kind]
 
     @property
@@ -101,13 +117,17 @@ class Run:
     @property
     def status(self) -> str:
         """running, done, partial, failed, stopped; or `crashed` when the supervisor vanished."""
-        self.poll_events()
+        self._poll()
         fin = self._finished_event()
         if fin is not None:
             return fin["status"]
         if not self._procs():
             return "starting"
-        return "running" if self.supervisor_alive() else "crashed"
+        if self.supervisor_alive():
+            return "running"
+        self.poll_events()  # it may have finished since the events were read (inside consistent())
+        fin = self._finished_event()
+        return fin["status"] if fin is not None else "crashed"
 
     @property
     def finished(self) -> bool:
