@@ -197,32 +197,33 @@ def matrix() -> tuple[list[dict], list[str]]:
     return rows, lines
 
 
-def fmt(r: dict) -> str:
-    if "failed" in r:
-        return f"| {r['config']} | {r['call']} | failed: {r['failed']} |" + " |" * 11
-    return (f"| {r['config']} | {r['call']} | {r['trials']} | {r['wall_s']} | {r['first_batch_s']} | "
-            f"{r['trials_per_s']} | {r['trials_per_s_ratio']} | {r['steady_trials_per_s']} | {r['steady_ratio']} | "
-            f"{r['final_latency_ms']} | {r['final_latency_ratio']} | {r['time_to_stock_latency_s']} | "
-            f"{r['server_sm_counts']} |")
+def table(rows: list[dict], cols: list[tuple[str, str]], lead: int = 1) -> list[str]:
+    """A markdown table of `rows`, one column per (heading, key); a key in ** is shown bold. A failed
+    row keeps its first `lead` cells, then says why, and leaves the other cells empty."""
+    def cell(r: dict, key: str) -> str:
+        return f"**{r.get(key.strip('*'), '')}**" if key.startswith("**") else str(r.get(key, ""))
+
+    lines = ["| " + " | ".join(h for h, _ in cols) + " |", "|" + "---|" * len(cols)]
+    for r in rows:
+        if "failed" in r:
+            cells = [cell(r, k) for _, k in cols[:lead]] + [f"failed: {r['failed']}"]
+            cells += [""] * (len(cols) - len(cells))
+        else:
+            cells = [cell(r, k) for _, k in cols]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
 
 
-HEADER = ["| config | call | trials | wall s | first batch s | trials/s | x stock | steady trials/s | x stock | "
-          "final latency ms | x stock | time to stock latency s | server SMs |",
-          "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-
-
-def fmt3(r: dict) -> str:
-    if "failed" in r:
-        return f"| {r['config']} | failed: {r['failed']} |" + " |" * 10
-    return (f"| {r['config']} | {r.get('first_round', '')} | {r['trials']} | {r['wall_s']} | {r['first_batch_s']} | "
-            f"{r['trials_per_s']} | **{r['trials_per_s_ratio']}** | {r['final_latency_ms']} | "
-            f"**{r['final_latency_ratio']}** | {r['time_to_stock_latency_s']} | {r['time_to_same_latency_reduction']} | "
-            f"{r['server_sm_counts']} |")
-
-
-HEADER3 = ["| config | first batch drawn by | trials | wall s | first batch s | trials/s | x stock | final latency ms | "
-           "x stock | time to stock latency s | reduction | server SMs |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+COLS = [("config", "config"), ("call", "call"), ("trials", "trials"), ("wall s", "wall_s"),
+        ("first batch s", "first_batch_s"), ("trials/s", "trials_per_s"), ("x stock", "trials_per_s_ratio"),
+        ("steady trials/s", "steady_trials_per_s"), ("x stock", "steady_ratio"), ("final latency ms", "final_latency_ms"),
+        ("x stock", "final_latency_ratio"), ("time to stock latency s", "time_to_stock_latency_s"),
+        ("server SMs", "server_sm_counts")]
+COLS3 = [("config", "config"), ("first batch drawn by", "first_round"), ("trials", "trials"), ("wall s", "wall_s"),
+         ("first batch s", "first_batch_s"), ("trials/s", "trials_per_s"), ("x stock", "**trials_per_s_ratio**"),
+         ("final latency ms", "final_latency_ms"), ("x stock", "**final_latency_ratio**"),
+         ("time to stock latency s", "time_to_stock_latency_s"), ("reduction", "time_to_same_latency_reduction"),
+         ("server SMs", "server_sm_counts")]
 
 
 def client_time(r: dict) -> str:
@@ -285,7 +286,7 @@ def main() -> None:
              "each task is searched by 2 seeded replicas with 16 trials each (`workbench/shards.py`). The workbench "
              "draws a task's first batch at random (`RandomFirstRound`: the cost model scores noise until it holds "
              "100 records); stock evolves from the first batch. The last config (2x1@100) was cut off by the "
-             "call's time limit.", "", *HEADER3, *[fmt3(r) for r in seq], "",
+             "call's time limit.", "", *table(seq, COLS3), "",
              f"Fastest: **{best['config']}**, **{best['trials_per_s_ratio']}x** stock's trials/s (goal 5x: met), "
              f"final latency **{best['final_latency_ratio']}x** stock's (goal within 3 %: NOT met), and it "
              f"{'reached' if reached else 'never reached'} stock's final latency within 3 % (goal 75 % sooner: "
@@ -311,7 +312,7 @@ def main() -> None:
              "and cores 16-31 (`bench/h200_lanes.sh`), same model, budget and seed. The two lanes slow each other "
              "(shared host): 4x1@100 and 2x1@100 ran while stock did, 4x4@25 and 4x2@50 mostly after. The event "
              "logs of this call stayed on the device (the bench's home was outside the folder the script archives); "
-             "the rows are the bench JSONs.", "", *HEADER3, *[fmt3(r) for r in lanes3], "",
+             "the rows are the bench JSONs.", "", *table(lanes3, COLS3), "",
              "Here 2x1@100 reached stock's final latency **81 % sooner** (43 s vs 226 s) with a **0.72x** final "
              "latency at 2.83x trials/s, and 4x1@100 73 % sooner at 3.45x with 0.79x latency; 4x2@50 reached it 80 % "
              "sooner at 4.42x but ended at 1.24x (slice-chosen records again).", "",
@@ -324,7 +325,7 @@ def main() -> None:
              "and cores 0-15; the workbench configs one after another on GPU 1 and cores 16-31. Each lane has the "
              "one-GPU machine's size (1 H200, 16 cores). Before the workbench lane, its tensor-intrinsic cache was "
              "filled once (10.3 s, `workbench/intrinsics.py`); stock parses them in every process as TVM does.",
-             "", *HEADER, *[fmt(r) for r in s2], "",
+             "", *table(s2, COLS, lead=2), "",
              f"Fastest: **{best['config']}**, {best['trials_per_s_ratio']}x stock's trials/s "
              f"(steady state {best['steady_ratio']}x), final latency {best['final_latency_ratio']}x stock's; "
              f"{'it reached' if reached else 'it never reached'} stock's final latency within 3 %. "
@@ -352,7 +353,7 @@ def main() -> None:
              "daemon). The 32 vCPUs of this host apparently do not give 2 x 16 independent cores (see scaling), "
              "so the two lanes may have slowed each other, both to a similar degree.", "",
              "## Session 1 (one-GPU kind, 16 cores; stock and the workbench in separate calls)", "",
-             "`mlp`, 48 trials in batches of 16.", "", *HEADER, *[fmt(r) for r in s1], "",
+             "`mlp`, 48 trials in batches of 16.", "", *table(s1, COLS, lead=2), "",
              "Session 1's start-up was ~120 s before the first batch (tracker and servers ~30 s, client ~28 s, "
              "builder workers importing intrinsics); session 2's changes above removed most of it.", "",
              *scale_lines, *matrix_lines]

@@ -138,7 +138,7 @@ def _replica_shards(tasks: list[TaskInfo], k: int, trials: int, per_task: int) -
     ordered = sorted(tasks, key=lambda t: (-t.cost, t.name))
     replicas = {t.name: 1 for t in ordered}
     for _ in range(k - len(tasks)):
-        top = max(ordered, key=lambda t: (t.cost / replicas[t.name], -ordered.index(t)))
+        top = max(ordered, key=lambda t: t.cost / replicas[t.name])  # ties: the first, i.e. costlier by order
         replicas[top.name] += 1
     units = [(t, r) for t in ordered for r in range(replicas[t.name])]
     costs = [t.cost / replicas[t.name] for t, _ in units]
