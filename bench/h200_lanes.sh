@@ -21,10 +21,11 @@ else
   lane 0 "$1" & lane 1 "${2:-true}" &
 fi
 wait
-for f in /tmp/*/runs/*/events.jsonl; do  # any workbench home under /tmp (bench --home too)
+shopt -s globstar nullglob
+for f in /tmp/*/runs/*/events.jsonl /tmp/pytest-of-*/**/runs/*/events.jsonl; do  # any home under /tmp (bench --home, pytest too)
   [ -f "$f" ] && cp "$f" "$OUT/events/$(basename "$(dirname "$f")").jsonl"
 done
-for f in /tmp/*/runs/*/sweep.csv; do
+for f in /tmp/*/runs/*/sweep.csv /tmp/pytest-of-*/**/runs/*/sweep.csv; do
   [ -f "$f" ] && cp "$f" "$OUT/events/$(basename "$(dirname "$f")").sweep.csv"
 done
 ps aux | grep -E "workbench|tvm.exec|mps" | grep -v grep > "$OUT/leftover.txt" || true
@@ -32,6 +33,6 @@ tail -n 5 "$OUT"/lane*.log
 # The device tool returns only a few files: everything travels in one archive.
 tar czf /tmp/call.tgz --exclude='*.tgz' -C "$OUT" . && find "$OUT" -mindepth 1 ! -name '*.tgz' -delete \
   && mv /tmp/call.tgz "$OUT/call-$(date +%s).tgz"
-for d in /tmp/*/runs; do  # archived: the next invocation in this call copies only its own runs
+for d in /tmp/*/runs /tmp/pytest-of-*/**/runs; do  # archived: the next invocation in this call copies only its own runs
   compgen -G "$d/*/events.jsonl" > /dev/null && rm -rf "$d"
 done

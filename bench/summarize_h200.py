@@ -24,13 +24,16 @@ import json
 import os
 import sys
 
+import numpy as np
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from tuning_throughput import compare as bench_compare  # noqa: E402
 from tuning_throughput import steady_rate, tuning_window  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "results")
-S1, S2, S3 = os.path.join(RESULTS, "h200"), os.path.join(RESULTS, "h200x2"), os.path.join(RESULTS, "session3")
+S1, S2 = os.path.join(RESULTS, "h200"), os.path.join(RESULTS, "h200x2")
+S3, S4 = os.path.join(RESULTS, "session3"), os.path.join(RESULTS, "session4")
 TOLERANCE = 1.03
 GOAL = {"trials_per_s_ratio": 5.0, "time_to_same_latency_reduction": 0.75, "final_latency_ratio_max": 1.03}
 
@@ -85,30 +88,55 @@ def session2_rows() -> list[dict]:
     return rows
 
 
-def session3_rows(call: str, files: list[str]) -> list[dict]:
-    """A session-3 call: the bench JSONs' rows, ratios as the bench defines them (stock's time to its own
+def bench_rows(session: int, folder: str, files: list[str]) -> list[dict]:
+    """A session-3/4 call: the bench JSONs' rows, ratios as the bench defines them (stock's time to its own
     final latency, from its checkpoints)."""
     configs = []
     for name in files:
-        with open(os.path.join(S3, call, name)) as f:
+        with open(os.path.join(folder, name)) as f:
             configs += json.load(f)["configs"]
-    bench_compare(configs)
+    if any(r["name"] == "stock" for r in configs):
+        bench_compare(configs)
+    call = os.path.basename(folder)
     rows = []
     for r in configs:
         if r.get("status") not in ("done", "partial"):
-            rows.append({"session": 3, "call": call, "config": r["name"], "run": r.get("run"),
+            rows.append({"session": session, "call": call, "config": r["name"], "run": r.get("run"),
                          "failed": (r.get("message") or r.get("status", "")).splitlines()[-1][:160]})
             continue
-        rows.append({"session": 3, "call": call, "config": r["name"], "run": r["run"], "trials": r["trials"],
-                     "wall_s": r["wall_s"], "first_batch_s": r["first_batch_s"], "trials_per_s": r["trials_per_s"],
-                     "steady_trials_per_s": r["steady_trials_per_s"], "final_latency_ms": round(r["final_latency_ms"], 5),
+        rows.append({"session": session, "call": call, "config": r["name"], "run": r["run"], "seed": r.get("seed", 0),
+                     "trials": r["trials"], "wall_s": r["wall_s"], "first_batch_s": r["first_batch_s"],
+                     "trials_per_s": r["trials_per_s"], "steady_trials_per_s": r["steady_trials_per_s"],
+                     "final_latency_ms": round(r["final_latency_ms"], 5),
                      "checkpoints": r.get("checkpoints") or [], "server_sm_counts": r.get("server_sm_counts"),
                      "cpu_util_mean": r.get("cpu_util_mean"), "gpu_util_mean": r.get("gpu_util_mean"),
-                     "first_round": r.get("first_round", "evolutionary"), "phases_s": r.get("phases_s"),
-                     "trials_per_s_ratio": r["trials_per_s_ratio"], "final_latency_ratio": round(r["final_latency_ratio"], 3),
-                     "steady_ratio": None, "time_to_stock_latency_s": r["time_to_stock_latency_s"],
-                     "time_to_same_latency_reduction": r["time_to_same_latency_reduction"]})
+                     "first_round": r.get("first_round", "evolutionary"), "runner": r.get("runner"),
+                     "phases_s": r.get("phases_s"), "trials_per_s_ratio": r.get("trials_per_s_ratio"),
+                     "final_latency_ratio": None if r.get("final_latency_ratio") is None else round(r["final_latency_ratio"], 3),
+                     "steady_ratio": None, "time_to_stock_latency_s": r.get("time_to_stock_latency_s"),
+                     "time_to_same_latency_reduction": r.get("time_to_same_latency_reduction")})
     return rows
+
+
+def events_row(session: int, folder: str, run: str, config: str, first_round: str, stock: dict) -> dict:
+    """A run whose bench row was cut off (after tuning, while its checkpoints compiled): its wall time and
+    final latency from its event log and sweep, compared with the same call's stock row."""
+    ev = events(os.path.join(folder, f"{run}.jsonl"))
+    t0, t1 = tuning_window(ev)
+    trials = sum(e.get("trials_done", 0) for e in ev if e["kind"] == "shard_finished")
+    with open(os.path.join(folder, f"{run}.sweep.csv")) as f:
+        latency = float(next(r for r in csv.DictReader(f) if r["inferred_at"] == "100")["latency_ms_median"])
+    rate = trials / (t1 - t0)
+    return {"session": session, "call": os.path.basename(folder), "config": config, "run": run, "seed": 0,
+            "trials": trials, "wall_s": round(t1 - t0, 1),
+            "first_batch_s": round(min(e["t"] for e in ev if e["kind"] == "batch") - t0, 1),
+            "trials_per_s": round(rate, 4), "steady_trials_per_s": steady_rate(ev), "final_latency_ms": round(latency, 5),
+            "checkpoints": [], "first_round": first_round, "runner": "rpc",
+            "server_sm_counts": [e.get("sm_count") for e in ev if e["kind"] == "server_ready"],
+            "trials_per_s_ratio": round(rate / stock["trials_per_s"], 3),
+            "final_latency_ratio": round(latency / stock["final_latency_ms"], 3), "steady_ratio": None,
+            "time_to_stock_latency_s": None, "time_to_same_latency_reduction": None,
+            "note": "bench row cut off by the call limit while its checkpoints compiled: no checkpoints"}
 
 
 def compare(rows: list[dict]) -> None:
@@ -167,33 +195,53 @@ def scaling() -> tuple[dict, list[str]]:
     return table, lines
 
 
+MATRIX_SOURCES = [  # (sweep CSVs, how they were made)
+    (os.path.join(S2, "call8_slice_matrix", "*.sweep.csv"),
+     "session 2, call 8, lane 0 (GPU 0, cores 0-15): `python -m workbench tune --target cuda --model mlp --slices "
+     "25,50,100 --shards 2 --servers 1 --trials 32 --trials-per-batch 16 --sweep 10,20,30,50,70,100`"),
+    (os.path.join(S4, "call2_x2_lanes", "*resnet18-small*.sweep.csv"),
+     "session 4, call 2, lane 1 (GPU 1, cores 16-31): `python -m workbench tune --target cuda --model resnet18-small "
+     "--slices 25,50,100 --shards 6 --servers 1 --trials 96 --trials-per-batch 16 --sweep 10,20,30,50,70,100` "
+     "(6 tasks, one random batch of 16 per task per slice)"),
+]
+
+
 def matrix() -> tuple[list[dict], list[str]]:
-    rows = []
-    for path in sorted(glob.glob(os.path.join(S2, "call8_slice_matrix", "*.sweep.csv"))):
-        with open(path) as f:
-            rows += list(csv.DictReader(f))
+    rows, lines = [], ["## Latency versus slice (h200_slice_matrix.csv)", "",
+                       "One tune per slice (its server under MPS reported 32 / 66 / 132 SMs at 25 / 50 / 100 %), then "
+                       "every tuned model timed under MPS at each inference slice (12 / 26 / 38 / 66 / 92 / 132 SMs). "
+                       "Median ms (IQR in the CSV)."]
+    for pattern, how in MATRIX_SOURCES:
+        mine = []
+        for path in sorted(glob.glob(pattern)):
+            with open(path) as f:
+                mine += list(csv.DictReader(f))
+        rows += mine
+        inferred = sorted({int(r["inferred_at"]) for r in mine})
+        lines += ["", f"**{mine[0]['model']}**: {how}.", "",
+                  "| tuned at \\ inferred at | " + " | ".join(f"{p} %" for p in inferred) + " |",
+                  "|---|" + "---|" * len(inferred)]
+        for tuned in sorted({int(r["tuned_at"]) for r in mine}):
+            by = {int(r["inferred_at"]): float(r["latency_ms_median"]) for r in mine if int(r["tuned_at"]) == tuned}
+            lines.append(f"| {tuned} % | " + " | ".join(f"{by[p]:.4f}" for p in inferred) + " |")
     cols = ["model", "tuned_at", "inferred_at", "latency_ms_median", "latency_ms_iqr"]
     with open(os.path.join(RESULTS, "h200_slice_matrix.csv"), "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=cols, extrasaction="ignore")
         w.writeheader()
         w.writerows(rows)
-    inferred = sorted({int(r["inferred_at"]) for r in rows})
-    lines = ["## Latency versus slice (h200_slice_matrix.csv)", "",
-             "`python -m workbench tune --target cuda --model mlp --slices 25,50,100 --shards 2 --servers 1 "
-             "--trials 32 --trials-per-batch 16 --sweep 10,20,30,50,70,100` (call 8, lane 0: GPU 0, cores 0-15): one "
-             "tune per slice (the server under MPS reported 32 / 66 / 132 SMs), then every tuned model timed "
-             "under MPS at each inference slice. Median ms (IQR in the CSV):", "",
-             "| tuned at \\ inferred at | " + " | ".join(f"{p} %" for p in inferred) + " |",
-             "|---|" + "---|" * len(inferred)]
-    for tuned in sorted({int(r["tuned_at"]) for r in rows}):
-        by = {int(r["inferred_at"]): float(r["latency_ms_median"]) for r in rows if int(r["tuned_at"]) == tuned}
-        lines.append(f"| {tuned} % | " + " | ".join(f"{by[p]:.3f}" for p in inferred) + " |")
-    lines += ["", "SM counts at 10/20/30/50/70/100 %: 12/26/38/66/92/132. With 16 trials per task the tuned "
-              "kernels were slower than TVM's untuned (dlight) build (0.30 vs 0.19 ms at 100 %), so this table "
-              "shows search noise more than the effect of the tuning slice; the slice effect itself is clear: "
-              "every model runs 2.2-2.5x slower at 10 % than at 100 %, and flattens above 50 %. The second "
-              "model (resnet18-small, lane 1 of the same call) was cut off by the call's time limit in its 50 % "
-              "stage: only one model's matrix is measured.", ""]
+    lines += ["", "What the tables show, and what they cannot:",
+              "- mlp: every model runs 2.2-2.5x slower at 10 % than at 100 % and flattens above 50 %. With 16 trials "
+              "per task its tuned kernels were slower than TVM's untuned (dlight) build (0.30 vs 0.19 ms at 100 %), "
+              "so the differences between tuning slices are search noise more than the slice's effect.",
+              "- resnet18-small (the test-size ResNet: 6 kernels, ~0.03 ms in all) is launch-bound: no row varies "
+              "by more than ~1.3x across inference slices, and the 100 % column is the slowest of every row "
+              "(~0.034 ms against ~0.027 ms at 20-70 %, within one run's sweep). Tuned at 100 %, its model was the "
+              "fastest at 10 % (0.027 ms against 0.033 ms for the 25 %- and 50 %-tuned ones). One random batch per "
+              "task tunes little: against TVM's untuned build at its own slice the tuned model was 1.21x as fast "
+              "at 25 %, 1.03x at 50 % and 0.96x at 100 % (the run's `timed` events).",
+              "- Neither table reproduces the paper's claim (a slice-tuned model stays good across slices) or "
+              "refutes it: that needs a model whose kernels fill the GPU and a budget where the search converges, "
+              "which the 10-minute device calls did not give here.", ""]
     return rows, lines
 
 
@@ -235,40 +283,88 @@ def client_time(r: dict) -> str:
     return ", ".join(f"{label} {p[key] / k:.1f}" for key, label in pick if key in p)
 
 
+def goals_met(r: dict) -> int:
+    """How many of the issue's three goals one row meets (reduction None: never reached stock's latency)."""
+    return sum([(r.get("trials_per_s_ratio") or 0) >= GOAL["trials_per_s_ratio"],
+                (r.get("time_to_same_latency_reduction") or 0) >= GOAL["time_to_same_latency_reduction"],
+                r.get("final_latency_ratio") is not None and r["final_latency_ratio"] <= GOAL["final_latency_ratio_max"]])
+
+
+def session4() -> tuple[list[dict], list[dict], list[dict]]:
+    """Call 1 (one-GPU machine, sequential), the paired seeds of calls 2-3 (lane 0 of the two-GPU host) and
+    lane 1 of call 3 (random first batches, no stock in that lane: compared with call 2's seed-1 stock)."""
+    call1 = os.path.join(S4, "call1_h200_sequential")
+    seq = bench_rows(4, call1, ["s4_h200_mlp.json"])
+    stock = next(r for r in seq if r["config"] == "stock")
+    seq.append(events_row(4, call1, "20261130-001346-mlp-f194", "4x2@50", "random", stock))
+    seeds = (bench_rows(4, os.path.join(S4, "call2_x2_lanes"), ["s4_x2_lane0_seed1.json"])
+             + bench_rows(4, os.path.join(S4, "call3_x2_lanes"), ["s4_x2_lane0_seed2.json"]))
+    stock1 = next(r for r in seeds if r["config"] == "stock" and r["seed"] == 1)
+    other = bench_rows(4, os.path.join(S4, "call3_x2_lanes"), ["s4_x2_lane1_seed1.json"])
+    for r in other:
+        r["trials_per_s_ratio"] = None  # another lane and call than its stock: trials/s are not comparable
+        r["final_latency_ratio"] = round(r["final_latency_ms"] / stock1["final_latency_ms"], 3)
+        r["note"] = "latency ratio against call 2's seed-1 stock (another call and lane)"
+    return seq, seeds, other
+
+
+def seed_medians(rows: list[dict], config: str) -> dict:
+    mine = [r for r in rows if r["config"] == config]
+    med = lambda k: round(float(np.median([r[k] or 0.0 for r in mine])), 3)  # noqa: E731
+    return {"config": config, "seeds": [r["seed"] for r in mine],
+            "per_seed": {str(r["seed"]): {k: r[k] for k in ("trials_per_s_ratio", "final_latency_ratio",
+                                                         "time_to_same_latency_reduction")} for r in mine},
+            "trials_per_s_ratio": med("trials_per_s_ratio"), "final_latency_ratio": med("final_latency_ratio"),
+            "time_to_same_latency_reduction": med("time_to_same_latency_reduction")}
+
+
 def main() -> None:
     s1, s2 = session1_rows(), session2_rows()
     compare(s1 + s2)
-    seq = session3_rows("call2_h200_sequential", ["s3_h200_mlp.json"])
-    lanes3 = session3_rows("call1_x2_lanes", ["s3_lane0_stock.json", "s3_lane1_wb.json"])
-    ok = [r for r in seq if "failed" not in r and r["config"] != "stock"]
-    best = max(ok, key=lambda r: r["trials_per_s"])
+    seq = bench_rows(3, os.path.join(S3, "call2_h200_sequential"), ["s3_h200_mlp.json"])
+    lanes3 = bench_rows(3, os.path.join(S3, "call1_x2_lanes"), ["s3_lane0_stock.json", "s3_lane1_wb.json"])
+    seq4, seeds4, other4 = session4()
+    ok = [r for r in seq4 if "failed" not in r and r["config"] != "stock"]
+    best = max(ok, key=lambda r: (goals_met(r), r["trials_per_s"]))
     reached = best["time_to_same_latency_reduction"] is not None
-    stocks = [r["final_latency_ms"] for r in s2 + lanes3 + seq if r.get("config") == "stock" and "failed" not in r]
+    paired = seed_medians(seeds4, "2x1@100+evo+batch")
+    at_full = [r for r in seq + lanes3 + seq4 + seeds4 + other4  # tuned on the whole GPU, as stock is
+               if "failed" not in r and (r["config"] == "stock" or "@100" in r["config"])]
+    by_round = {k: sorted(r["final_latency_ms"] for r in at_full if r["first_round"] == k) for k in ("random", "evolutionary")}
+    stocks = [r["final_latency_ms"] for r in s2 + lanes3 + seq + seq4 + seeds4 if r.get("config") == "stock" and "failed" not in r]
     scale, scale_lines = scaling()
     mrows, matrix_lines = matrix()
     s1_best = next(r for r in s1 if r["config"] == "1x1@100" and r["call"] == "call6_workbench")
+    s2_best, s3_best = (max((r for r in rows if "failed" not in r and r["config"] != "stock"), key=lambda r: r["trials_per_s"])
+                        for rows in (s2, seq))
     summary = {
         "model": "mlp", "model_shapes": "BERT-base FFN: 128x768 -> 3072 -> 768 (2 tasks)",
         "machine": "nvidia-h200 (1x NVIDIA H200, 16 vCPUs, driver 580.159.04)",
-        "tvm": "0.27.0.post1", "date": "2026-11-29", "trials": 64, "batch": 16, "seed": 0,
-        "source": "session 3, call 2: stock, then each workbench config, one after another in one call",
+        "tvm": "0.27.0.post1", "date": "2026-11-30", "trials": 64, "batch": 16, "seed": 0,
+        "source": "session 4, call 1: stock, then each workbench config, one after another in one call",
         "best_config": best["config"], "trials_per_s_ratio": best["trials_per_s_ratio"],
         "time_to_same_latency_reduction": best["time_to_same_latency_reduction"] if reached else 0.0,
         "time_to_same_latency_reached": reached, "final_latency_ratio": best["final_latency_ratio"],
-        "goal": GOAL,
-        "goal_met": bool(reached and best["trials_per_s_ratio"] >= 5
-                         and best["time_to_same_latency_reduction"] >= 0.75 and best["final_latency_ratio"] <= 1.03),
-        "note": ("best_config is the fastest by trials/s; it never reached stock's final latency within 3 % "
-                 "(time_to_same_latency_reduction 0.0 means no reduction is claimed). Stock's own final latency, "
-                 f"same model, budget and seed, in three calls: {', '.join(f'{x:.4f}' for x in stocks)} ms: at 64 "
-                 "trials the latency comparison is dominated by search noise. In session 3 call 1 (two-GPU host, "
-                 "lanes), 2x1@100 reached stock's latency 81 % sooner at 2.83x trials/s and 0.72x latency."),
+        "goal": GOAL, "goal_met": goals_met(best) == 3,
+        "note": ("best_config meets the most goals of call 1's configs, then has the most trials/s. It never "
+                 "reached stock's final latency within 3 % (time_to_same_latency_reduction 0.0: no reduction is "
+                 "claimed): its first batches were drawn at random, and on this GPU every random-first run ended "
+                 f"at {min(by_round['random']):.3f}-{max(by_round['random']):.3f} ms against "
+                 f"{min(by_round['evolutionary']):.3f}-{max(by_round['evolutionary']):.3f} ms for evolved first "
+                 "batches (stock included). With evolved first batches (now the CUDA default), 2x1@100+evo+batch, "
+                 f"paired with stock per seed on the two-GPU host, had median latency {paired['final_latency_ratio']}x "
+                 f"and reached stock's latency {paired['per_seed']['2']['time_to_same_latency_reduction']:.0%} "
+                 f"sooner in seed 2, at a median {paired['trials_per_s_ratio']}x trials/s there (lanes slow the "
+                 "workbench: see H200.md). No configuration met all three goals in one run."),
+        "seeds": paired, "first_round_latency_ms_at_100": by_round,
+        "session3_best": {k: s3_best[k] for k in ("config", "trials_per_s_ratio", "time_to_same_latency_reduction",
+                                                  "final_latency_ratio")},
         "other_calls": {r["call"] + ":" + r["config"]: {k: r.get(k) for k in ("trials_per_s_ratio", "final_latency_ratio",
                                                                               "time_to_same_latency_reduction")}
                         for r in lanes3 if "failed" not in r and r["config"] != "stock"},
         "session1_best": {k: s1_best[k] for k in ("config", "trials_per_s_ratio", "time_to_same_latency_reduction",
                                                   "final_latency_ratio")},
-        "scaling": scale, "slice_matrix_rows": len(mrows), "runs": seq + lanes3 + s1 + s2}
+        "scaling": scale, "slice_matrix_rows": len(mrows), "runs": seq4 + seeds4 + other4 + seq + lanes3 + s1 + s2}
     with open(os.path.join(RESULTS, "h200_summary.json"), "w") as f:
         json.dump(summary, f, indent=1, default=str)
     lines = ["# H200 results (measured)", "",
@@ -279,7 +375,62 @@ def main() -> None:
              "the tuned model on the whole GPU. Time to stock latency = the first checkpoint (records committed by "
              "then, compiled and timed) within 3 % of stock's final latency; reduction = 1 - that / stock's own time "
              "to its final latency.", "",
-             "## Session 3, headline: stock, then the workbench, in one call on the one-GPU machine", "",
+             "## Session 4, headline: stock, then the workbench, in one call on the one-GPU machine", "",
+             "`nvidia-h200` (1 H200, 16 cores), 2026-11-30, `tuning_throughput.py --model mlp --target cuda --trials 64 "
+             "--batch 16 --seed 0 --configs stock,4x2@50+batch,4x1@100+batch,4x2@50,2x1@100+batch --checkpoints 4`; "
+             "nothing else ran. Every workbench config drew its first batches at random (the default then); "
+             "`+batch` measures a batch over one RPC session per server. 4x2@50+batch was the first workbench run "
+             "on the fresh machine and paid the one-time parse of TVM's tensor intrinsics (18-21 s per client, "
+             "its event log); the bench now fills that cache before it times anything. 4x2@50's bench row was cut "
+             "off by the call limit while its checkpoints compiled, so its row comes from its event log and sweep "
+             "(no checkpoints); 2x1@100+batch did not start.", "", *table(seq4, COLS3), "",
+             f"Best (most goals met, then trials/s): **{best['config']}**, **{best['trials_per_s_ratio']}x** stock's "
+             f"trials/s (goal 5x: met; 64 trials in {best['wall_s']} s against stock's "
+             f"{next(r for r in seq4 if r['config'] == 'stock')['wall_s']} s), final latency "
+             f"**{best['final_latency_ratio']}x** stock's (goal within 3 %: NOT met), and it "
+             f"{'reached' if reached else 'never reached'} stock's final latency (goal 75 % sooner: "
+             f"{'see the table' if reached else 'NOT met'}).", "",
+             "Where a client's time went (seconds per client): " + "; ".join(
+                 f"{r['config']}: {client_time(r)}" for r in seq4 if "failed" not in r and r.get("phases_s")) + ".", "",
+             "**The bound now** (4x1@100+batch event log): clients were ready 6-9 s after the run started and "
+             "searched and built their first batch while the server started (`ServersFirstRunner`, measured here "
+             "for the first time: session 3's clients idled until 20.4 s); the server registered at 20.7 s (TVM "
+             "import, CUDA context, tracker); the batches landed at 27.9-32.0 s. What is left is the server's "
+             "start-up (~21 s, about two thirds of the run) plus ~7-11 s of measuring 64 candidates on one "
+             "server. The GPU's SMs were busy 1.8 % of the time, the CPUs 67 %. Both runners measured all 64 "
+             "candidates of every run without an error on the GPU; this call cannot rank them (4x2@50 with the "
+             "per-candidate runner took 34.4 s, 4x2@50+batch carried the cold intrinsics cache), so `rpc-batch` "
+             "stays opt-in.", "",
+             "## Session 4: final latency by how a task's first batch is drawn", "",
+             "Every run that tuned on the whole GPU (as stock does), sessions 3 and 4, final latency of the tuned "
+             "model on the whole GPU:", "",
+             f"- first batch drawn at random: {', '.join(f'{x:.3f}' for x in by_round['random'])} ms;",
+             f"- first batch evolved (stock's way; stock included): {', '.join(f'{x:.3f}' for x in by_round['evolutionary'])} ms.",
+             "", "The two sets do not overlap. On the H200 the random draw (ReplayTrace's sampling) finds slower "
+             "matmul schedules than TVM's evolution does against its untrained cost model, whose mutations spread "
+             "the tile sizes differently; on the CPU the two matched (`cpu_first_round_ab.json`). The first round "
+             "is now `auto`: evolved on CUDA, random on CPUs. An evolved first batch costs ~10 s of CPU per client, "
+             "which on the GPU overlaps the ~21 s server start-up.", "",
+             "## Session 4: paired seeds on the two-GPU host (evolved first batches)", "",
+             "`nvidia-h200-x2`, lane 0 (GPU 0, cores 0-15) of calls 2 and 3: stock, then 2x1@100+evo+batch "
+             "(2 clients, one task each, 2 batches each; the first batch evolved as stock's is), same seed in the "
+             "same lane. Lane 1 ran other work at the same time (resnet18-small's matrix, the GPU test, random-first "
+             "runs), which slows the workbench more than stock: 4x1@100+batch took 56.5 s in lane 1 against 32.1 s "
+             "alone on the one-GPU machine, while stock took 254-329 s in lanes against 279 s alone.", "",
+             *table(seeds4, COLS3 + [("seed", "seed")]), "",
+             f"Medians over seeds {paired['seeds']}: **{paired['trials_per_s_ratio']}x** trials/s, final latency "
+             f"**{paired['final_latency_ratio']}x** stock's (seed 1: {paired['per_seed']['1']['final_latency_ratio']}x, "
+             f"seed 2: {paired['per_seed']['2']['final_latency_ratio']}x); seed 2 reached stock's final latency "
+             f"**{paired['per_seed']['2']['time_to_same_latency_reduction']:.0%} sooner**, seed 1 ended 6 % above it. "
+             "Lane 1 of call 3, random first batches, seed 1 (latency against call 2's seed-1 stock, another call "
+             "and lane): " + "; ".join(f"{r['config']} {r['final_latency_ms']:.3f} ms ({r['final_latency_ratio']}x)"
+                                      for r in other4) + ".", "",
+             "**Goal status after session 4.** 5x trials/s: met (8.68x, 4x1@100+batch, random first batches). "
+             "Latency within 3 % and 75 % sooner: met together in one paired run (2x1@100+evo+batch, seed 2: 0.911x, "
+             "80 % sooner), at 3.73x trials/s in a shared lane. Not yet measured: the evolved-first configs alone on "
+             "the one-GPU machine, where the same lane-to-alone slowdown would put 2x1@100+evo+batch near 6x (an "
+             "estimate, not a measurement). No single run has met all three goals.", "",
+             "## Session 3: stock, then the workbench, in one call on the one-GPU machine", "",
              "`nvidia-h200` (1 H200, 16 cores), 2026-11-29, `tuning_throughput.py --model mlp --target cuda "
              "--trials 64 --batch 16 --seed 0 --configs stock,4x1@100,4x2@50,2x1@100 --checkpoints 4`; nothing else "
              "ran. `mlp` = BERT-base FFN (128x768 -> 3072 -> 768, 2 tasks). `4x1` has more shards than tasks: "
@@ -287,10 +438,9 @@ def main() -> None:
              "draws a task's first batch at random (`RandomFirstRound`: the cost model scores noise until it holds "
              "100 records); stock evolves from the first batch. The last config (2x1@100) was cut off by the "
              "call's time limit.", "", *table(seq, COLS3), "",
-             f"Fastest: **{best['config']}**, **{best['trials_per_s_ratio']}x** stock's trials/s (goal 5x: met), "
-             f"final latency **{best['final_latency_ratio']}x** stock's (goal within 3 %: NOT met), and it "
-             f"{'reached' if reached else 'never reached'} stock's final latency within 3 % (goal 75 % sooner: "
-             f"{'see the table' if reached else 'NOT met'}). Its first checkpoint (41.5 s) was at 0.182 ms, 1.11x "
+             f"Fastest: **{s3_best['config']}**, **{s3_best['trials_per_s_ratio']}x** stock's trials/s (goal 5x: met), "
+             f"final latency **{s3_best['final_latency_ratio']}x** stock's (goal within 3 %: NOT met), and it never "
+             "reached stock's final latency within 3 % (goal 75 % sooner: NOT met). Its first checkpoint (41.5 s) was at 0.182 ms, 1.11x "
              "stock's; the records chosen later were faster on the 50 % slice they were measured on but slower on "
              "the whole GPU: the slice effect the product is about, seen from the other side.", "",
              "Where a client's time went (seconds per client): " + "; ".join(
@@ -326,9 +476,10 @@ def main() -> None:
              "one-GPU machine's size (1 H200, 16 cores). Before the workbench lane, its tensor-intrinsic cache was "
              "filled once (10.3 s, `workbench/intrinsics.py`); stock parses them in every process as TVM does.",
              "", *table(s2, COLS, lead=2), "",
-             f"Fastest: **{best['config']}**, {best['trials_per_s_ratio']}x stock's trials/s "
-             f"(steady state {best['steady_ratio']}x), final latency {best['final_latency_ratio']}x stock's; "
-             f"{'it reached' if reached else 'it never reached'} stock's final latency within 3 %. "
+             f"Fastest: **{s2_best['config']}**, {s2_best['trials_per_s_ratio']}x stock's trials/s "
+             f"(steady state {s2_best['steady_ratio']}x), final latency {s2_best['final_latency_ratio']}x stock's; "
+             f"{'it never reached' if s2_best['time_to_stock_latency_s'] is None else 'it reached'} stock's final "
+             "latency within 3 %. "
              "Goal (5x trials/s, 75 % less time to the same latency, latency within 3 %): **NOT met**.", "",
              "What changed since session 1, and what it did (from the event logs):",
              "- Builder workers no longer import TVM's tensor intrinsics (~20 s each); clients register them "

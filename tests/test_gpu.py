@@ -14,7 +14,9 @@ def test_cuda_tune_two_shards_two_servers_at_half(tmp_path):
     servers = run.event_list("server_ready")
     total = run.event_list("sweep_point")
     full = next(p for p in total if p["inferred_at"] == 100)["sm_count"]
-    assert all(s["slice_applied"] and s["slicing"] == "mps" for s in servers)
+    mps = run.event_list("mps")
+    assert mps and all(m["started"] for m in mps), mps  # its reason says why MPS did not start
+    assert all(s["slice_applied"] and s["slicing"] == "mps" for s in servers), servers
     assert all(0 < s["sm_count"] < full for s in servers)  # each server got a part of the SMs
     assert bool(run.results.match.iloc[0])
     quarter = next(p for p in total if p["inferred_at"] == 25)

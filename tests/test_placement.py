@@ -1,8 +1,11 @@
 """Server placement across GPUs, checked with the device count given explicitly (no GPU needed)."""
+import os
+import socket
+
 import pytest
 
 from workbench.hardware import GpuInfo, visible
-from workbench.mps import MpsDaemon
+from workbench.mps import MpsDaemon, is_short_folder, pipe_folder
 from workbench.placement import choose_gpus, gpu_server_bindings, place_servers, servers_per_gpu
 from workbench.slices import cpu_binding
 from workbench.spec import Slice, SpecError, TuneSpec
@@ -89,3 +92,30 @@ GPUS4 = tuple(GpuInfo(i, "NVIDIA H200", f"GPU-{i}aaa-{i}", 9, 0, 143771) for i i
 ])
 def test_cuda_visible_devices_selects_and_orders_gpus(env, expected):
     assert [g.index for g in visible(GPUS4, env)] == expected
+
+
+def _binds(path: str) -> bool:
+    with socket.socket(socket.AF_UNIX) as s:
+        try:
+            s.bind(path)
+            return True
+        except OSError:
+            return False
+
+
+def test_mps_pipe_folder_fits_unix_sockets_under_a_deep_home(tmp_path):
+    assert pipe_folder("/tmp/wbhome/runs/r/mps/gpu0") == "/tmp/wbhome/runs/r/mps/gpu0/pipe"  # fits: kept
+    deep = tmp_path / ("d" * 60) / "runs" / "20261130-002909-mlp-d331" / "mps" / "gpu0"
+    deep.mkdir(parents=True)
+    assert not _binds(str(deep / "control"))  # what the daemon would have met there
+    daemon = MpsDaemon(str(deep), "GPU-aaaa", pipe_dir=pipe_folder(str(deep)))
+    assert is_short_folder(daemon.pipe_dir) and os.path.isdir(daemon.pipe_dir)
+    assert _binds(os.path.join(daemon.pipe_dir, "control"))
+    assert daemon.client_env(25)["CUDA_MPS_PIPE_DIRECTORY"] == daemon.pipe_dir
+    assert daemon.log_dir == str(deep / "log")  # logs stay with the run
+    daemon.remove_short_folder()
+    assert not os.path.exists(daemon.pipe_dir)
+    kept = MpsDaemon(str(tmp_path / "mps"))
+    os.makedirs(kept.pipe_dir)
+    kept.remove_short_folder()  # a run's own pipe folder is never removed
+    assert os.path.isdir(kept.pipe_dir)

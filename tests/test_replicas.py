@@ -53,7 +53,7 @@ def test_first_batch_is_random_then_evolutionary_and_stock_evolves_from_the_star
     evolve (the replica test above shows first batches alone evolve nothing); stock evolves at once."""
     spec = wb.TuneSpec(model="mlp-small", shards=1, servers=1, trials_per_batch=2, sweep_slices=(100,))
     runs = {"evolutionary": wb.tune(spec.replace(trials=4), home=str(tmp_path / "evo"), first_round="evolutionary"),
-            "random": wb.tune(spec.replace(trials=6), home=str(tmp_path / "random"))}  # 2 first batches, then one more
+            "random": wb.tune(spec.replace(trials=6), home=str(tmp_path / "random"))}  # "auto" on a CPU; 2 first batches, then one more
     for mode, run in runs.items():
         assert run.wait(timeout=480) == "done", (mode, run.message)
         assert run.plan["first_round"] == mode

@@ -119,6 +119,7 @@ def _cli(*args, home):
     (["tune", "--model", "/nonexistent/model.onnx"], "model"),
     (["tune", "--shards", "3", "--trials", "8"], "shards"),
     (["tune", "--target", "cuda"], "target"),
+    (["tune", "--first-round", "greedy"], "first_round: must be one of auto, random, evolutionary"),
     (["show", "no-such-run"], "run"),
     (["frobnicate"], "invalid choice"),
 ])

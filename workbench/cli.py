@@ -46,6 +46,9 @@ def add_tune_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--builder-workers", type=_int, default=None, help="build worker processes per shard")
     p.add_argument("--measure-timeout", dest="measure_timeout_s", type=_int, default=d.measure_timeout_s,
                    help="seconds per measurement")
+    p.add_argument("--first-round", default="auto",
+                   help="how a task's first batch is drawn: auto (evolutionary on CUDA, random on CPUs), random "
+                        "or evolutionary (stock MetaSchedule)")
     p.add_argument("--runner", default="rpc", help=argparse.SUPPRESS)
     p.add_argument("--builder", default="persistent", help=argparse.SUPPRESS)
     p.add_argument("--sessions", default="persistent", help=argparse.SUPPRESS)
@@ -70,7 +73,8 @@ def start_tune(args: argparse.Namespace, home: str | None) -> Run:
     if spec.exposed:
         print(f"WARNING: servers will listen on {spec.host}: anyone who can reach that address can run code "
               "on them", file=sys.stderr)
-    return wb.tune(spec, home=home, runner=args.runner, builder=args.builder, sessions=args.sessions)
+    return wb.tune(spec, home=home, runner=args.runner, builder=args.builder, sessions=args.sessions,
+                   first_round=args.first_round)
 
 
 def build_parser() -> argparse.ArgumentParser:

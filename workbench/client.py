@@ -37,7 +37,7 @@ class ShardJob:
     builder: str = "persistent"  # persistent | local (stock LocalBuilder)
     prewarm: bool = False  # start builder workers during client start-up (pays off with spare cores)
     replica: int = 0  # > 0: an extra search of tasks another shard also tunes, seeded differently
-    first_round: str = "random"  # random | evolutionary (stock: TVM's evolution from the first batch)
+    first_round: str = "random"  # random | evolutionary (stock: TVM's evolution), as the plan resolved "auto"
 
     @property
     def seed(self) -> int | None:

@@ -21,11 +21,14 @@ from .spec import SpecError, TuneSpec
 RUNNERS = ("rpc", "rpc-batch", "local")  # rpc-batch: one RPC session per server per batch
 BUILDERS = ("persistent", "local")
 SESSIONS = ("persistent", "spawn")
-FIRST_ROUNDS = ("random", "evolutionary")  # a task's first batch: drawn at random, or TVM's evolution (stock)
+# A task's first batch: drawn at random, or TVM's evolution (stock). "auto" evolves on CUDA, where the
+# H200 runs found random first batches markedly slower (bench/results/H200.md, session 4), and draws at
+# random on CPUs, where quality matched and the draw is 2x faster (bench/results/cpu_first_round_ab.json).
+FIRST_ROUNDS = ("auto", "random", "evolutionary")
 
 
 def plan_run(spec: TuneSpec, hw: Hardware | None = None, runner: str = "rpc", builder: str = "persistent",
-             sessions: str = "persistent", first_round: str = "random") -> dict:
+             sessions: str = "persistent", first_round: str = "auto") -> dict:
     """Resolve the target, extract the model's tasks and split them into shards (raises SpecError)."""
     if runner not in RUNNERS:
         raise SpecError("runner", f"must be one of {', '.join(RUNNERS)}, got {runner!r}")
@@ -52,6 +55,8 @@ def plan_run(spec: TuneSpec, hw: Hardware | None = None, runner: str = "rpc", bu
     if not tasks:
         raise SpecError("model", f"{spec.model} has no tunable operator for {kind}")
     shards = plan_shards(tasks, spec.shards, spec.trials, per_task=spec.trials_per_batch)
+    if first_round == "auto":
+        first_round = "evolutionary" if kind == "cuda" else "random"
     return {"target": tspec.to_dict(), "tasks": [dataclasses.asdict(t) for t in tasks],
             "shards": [s.to_dict() for s in shards], "runner": runner, "builder": builder,
             "sessions": sessions, "first_round": first_round, "gpus": gpus, "input_shape": list(model.input_shape), "dtype": model.dtype}
@@ -106,7 +111,7 @@ def start_sweep(run_dir: str, slices: list[int]) -> int:
 
 
 def tune(spec: TuneSpec | None = None, *, home: str | None = None, runner: str = "rpc",
-         builder: str = "persistent", sessions: str = "persistent", first_round: str = "random", **fields) -> Run:
+         builder: str = "persistent", sessions: str = "persistent", first_round: str = "auto", **fields) -> Run:
     """Validate and plan `spec` (or TuneSpec(**fields)), start its run in the background, return the Run."""
     spec = spec.replace(**fields) if spec is not None and fields else spec or TuneSpec(**fields)
     plan = plan_run(spec, runner=runner, builder=builder, sessions=sessions, first_round=first_round)

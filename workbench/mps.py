@@ -9,16 +9,36 @@ import os
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
 
 CONTROL = "nvidia-cuda-mps-control"
+SUN_PATH_MAX = 107  # bytes of a Unix socket path (sun_path is 108 with the NUL)
+SOCKET_NAME_ROOM = 24  # the daemon's own names in its pipe folder ("control", "mps_0", ...), with margin
+SHORT_PREFIX = "wb-mps-"
+
+
+def pipe_folder(root: str) -> str:
+    """<root>/pipe, or a new private folder under the temp dir when sockets in <root>/pipe would not fit
+    sun_path (a deep WORKBENCH_HOME or pytest's tmp_path): the daemon could not bind them there."""
+    preferred = os.path.join(os.path.abspath(root), "pipe")
+    if len(os.fsencode(preferred)) + 1 + SOCKET_NAME_ROOM <= SUN_PATH_MAX:
+        return preferred
+    return tempfile.mkdtemp(prefix=SHORT_PREFIX)
+
+
+def is_short_folder(pipe_dir: str) -> bool:
+    """Whether `pipe_dir` is a temp folder made by `pipe_folder` (removed when the daemon stops)."""
+    return (os.path.dirname(os.path.abspath(pipe_dir)) == os.path.abspath(tempfile.gettempdir())
+            and os.path.basename(pipe_dir).startswith(SHORT_PREFIX))
 
 
 class MpsDaemon:
     """Start with `start()`; `stop()` is safe twice. `available`/`reason` say whether it runs."""
 
-    def __init__(self, root: str, gpu_uuid: str | None = None) -> None:
-        self.pipe_dir = os.path.join(root, "pipe")
+    def __init__(self, root: str, gpu_uuid: str | None = None, pipe_dir: str | None = None) -> None:
+        self.root = root
+        self.pipe_dir = pipe_dir or os.path.join(root, "pipe")  # chosen for good by start()
         self.log_dir = os.path.join(root, "log")
         self.gpu_uuid = gpu_uuid
         self.started = False
@@ -41,11 +61,13 @@ class MpsDaemon:
         if shutil.which(CONTROL) is None:
             self.reason = f"{CONTROL} not found (no NVIDIA driver tools on this host)"
             return False
+        self.pipe_dir = pipe_folder(self.root)
         os.makedirs(self.pipe_dir, mode=0o700, exist_ok=True)
         os.makedirs(self.log_dir, mode=0o700, exist_ok=True)
         proc = subprocess.run([CONTROL, "-d"], env=self._env(), capture_output=True, text=True, timeout=timeout)
         if proc.returncode != 0:
             self.reason = f"{CONTROL} -d failed ({proc.returncode}): {(proc.stderr or proc.stdout).strip()[:300]}"
+            self.remove_short_folder()
             return False
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -58,6 +80,7 @@ class MpsDaemon:
             time.sleep(0.2)
         self.reason = f"MPS daemon did not answer within {timeout:.0f} s (see {self.log_dir}/control.log)"
         self._kill_daemon()
+        self.remove_short_folder()
         return False
 
     def client_env(self, percent: int, pinned_mem_mb: int | None = None) -> dict[str, str]:
@@ -102,6 +125,12 @@ class MpsDaemon:
         if pid and _alive(pid):
             self._kill_daemon()
         self.started = False
+        self.remove_short_folder()
+
+    def remove_short_folder(self) -> None:
+        """Remove the pipe folder when `pipe_folder` made it under the temp dir (nothing is left behind)."""
+        if is_short_folder(self.pipe_dir):
+            shutil.rmtree(self.pipe_dir, ignore_errors=True)
 
 
 def _alive(pid: int) -> bool:

@@ -164,8 +164,8 @@ class Run:
                 stop_group(pgid, term_timeout=0.5, kill_timeout=1.0)
         from .mps import MpsDaemon
 
-        for pipe in self._procs().get("mps_pipes") or []:
-            daemon = MpsDaemon(os.path.dirname(pipe))
+        for d in self._procs().get("mps_daemons") or []:
+            daemon = MpsDaemon(d["root"], pipe_dir=d["pipe"])
             daemon.started = daemon.daemon_pid() is not None
             daemon.stop()
         self.poll_events()

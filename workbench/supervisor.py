@@ -68,7 +68,8 @@ class Supervisor:
                 pids.append(self.pool.tracker.pid)
         store.write_json(os.path.join(self.run_dir, store.PROCS_FILE),
                          {"supervisor": os.getpid(), "groups": pids,
-                          "mps_pipes": [d.pipe_dir for d in self.daemons.values() if d.started]})
+                          "mps_daemons": [{"root": d.root, "pipe": d.pipe_dir} for d in self.daemons.values()
+                                          if d.started]})
 
     @property
     def gpus(self) -> list[int]:
