@@ -72,6 +72,7 @@ class SessionWorker:
     """One warm process that serves RPC sessions one after another."""
 
     def __init__(self, device: str) -> None:
+        """Launch the worker; `ready()` waits for it, so the caller can import TVM meanwhile."""
         self.device = device
         self.ctx = mp.get_context("spawn")
         self.lock = threading.Lock()
@@ -79,9 +80,9 @@ class SessionWorker:
         self.conn = None
         self.info: dict = {}
         self.restarts = -1
-        self.start()
+        self.launch()
 
-    def start(self) -> None:
+    def launch(self) -> None:
         if self.proc is not None:
             self.proc.kill()
             self.proc.join(5)
@@ -90,10 +91,17 @@ class SessionWorker:
         self.proc.start()
         child.close()
         self.conn = parent
-        if not parent.poll(WORKER_START_TIMEOUT_S):
+
+    def ready(self) -> None:
+        """Wait until the launched worker has imported TVM and reported its device."""
+        if not self.conn.poll(WORKER_START_TIMEOUT_S):
             raise RuntimeError(f"session worker did not start within {WORKER_START_TIMEOUT_S:.0f} s")
-        self.info = parent.recv()
+        self.info = self.conn.recv()
         self.restarts += 1
+
+    def start(self) -> None:
+        self.launch()
+        self.ready()
 
     def serve(self, sock, work_dir: str, timeout: float | None) -> str | None:
         """Serve one session; returns an error text, or None when it went well."""
@@ -146,10 +154,13 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
 
+    # The worker imports TVM and opens the device while this process imports TVM too (~6 s each on the
+    # H200 host, where the server's start-up is most of a short run).
+    worker = SessionWorker(args.device) if args.sessions == "persistent" else None
     import tvm.rpc.server as server
 
-    if args.sessions == "persistent":
-        worker = SessionWorker(args.device)
+    if worker is not None:
+        worker.ready()
         info = {**worker.info, "sessions": "persistent"}
         server._serving = _make_serving(worker)
     else:
