@@ -113,7 +113,7 @@ def test_mps_pipe_folder_fits_unix_sockets_under_a_deep_home(tmp_path):
     assert _binds(os.path.join(daemon.pipe_dir, "control"))
     assert daemon.client_env(25)["CUDA_MPS_PIPE_DIRECTORY"] == daemon.pipe_dir
     assert daemon.log_dir == str(deep / "log")  # logs stay with the run
-    daemon.remove_short_folder()
+    daemon.stop()  # never started (as after a supervisor killed with its daemon): the folder still goes
     assert not os.path.exists(daemon.pipe_dir)
     kept = MpsDaemon(str(tmp_path / "mps"))
     os.makedirs(kept.pipe_dir)

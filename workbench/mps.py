@@ -111,9 +111,15 @@ class MpsDaemon:
                 pass
 
     def stop(self, timeout: float = 10.0) -> None:
-        """Quit the daemon (clients must already be stopped); kill it if quit does not finish."""
-        if not self.started:
-            return
+        """Quit the daemon (clients must already be stopped), then remove a short pipe folder: also one
+        whose daemon had already gone (a supervisor killed with its daemon)."""
+        if self.started:
+            self._quit(timeout)
+            self.started = False
+        self.remove_short_folder()
+
+    def _quit(self, timeout: float) -> None:
+        """`quit` through the control pipe; kill the daemon if it has not exited within `timeout`."""
         pid = self.daemon_pid()
         try:
             self._control("quit", timeout=timeout)
@@ -124,8 +130,6 @@ class MpsDaemon:
             time.sleep(0.1)
         if pid and _alive(pid):
             self._kill_daemon()
-        self.started = False
-        self.remove_short_folder()
 
     def remove_short_folder(self) -> None:
         """Remove the pipe folder when `pipe_folder` made it under the temp dir (nothing is left behind)."""

@@ -168,7 +168,6 @@ class Run:
             daemon = MpsDaemon(d["root"], pipe_dir=d["pipe"])
             daemon.started = daemon.daemon_pid() is not None
             daemon.stop()
-            daemon.remove_short_folder()  # also when the daemon had gone with a killed supervisor
         self.poll_events()
         if self._finished_event() is None and not self.supervisor_alive():
             from .events import EventWriter
