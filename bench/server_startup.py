@@ -1,4 +1,5 @@
-"""Seconds from launching `python -m workbench.rpc_server` to its ready line, N times (tracker started apart).
+"""Seconds from starting one workbench RPC server until the tracker lists it and it reported its device
+(what the supervisor waits for before measuring), N times against one tracker started beforehand.
 
     python bench/server_startup.py [--device cpu|cuda] [--n 5]
 
@@ -9,17 +10,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import socket
+import os
 import statistics
-import subprocess
 import sys
+import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from workbench.servers import ServerPool, ServerSpec  # noqa: E402
+from workbench.slices import Slice, bind  # noqa: E402
 
 
 def main() -> None:
@@ -27,30 +27,26 @@ def main() -> None:
     p.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     p.add_argument("--n", type=int, default=5)
     args = p.parse_args()
-    tport = free_port()
-    tracker = subprocess.Popen([sys.executable, "-m", "tvm.exec.rpc_tracker", "--host", "127.0.0.1", "--port",
-                                str(tport), "--port-end", str(tport + 1), "--silent"])
+    work = tempfile.mkdtemp(prefix="wb-server-startup-")
+    os.makedirs(os.path.join(work, "logs"))
+    env = dict(os.environ)
+    tracker = ServerPool(work, "127.0.0.1", env, "bench")
+    tracker.start_tracker()
+    times = []
     try:
-        time.sleep(8)  # the tracker's own start-up is not what is timed
-        times = []
-        for _ in range(args.n):
-            port = free_port()
+        tracker.tracker.wait_ready(60)  # the tracker's own start-up is not what is timed
+        for i in range(args.n):
+            key = f"bench{i}"  # a key per start: a stopped server may linger in the tracker's list
+            pool = ServerPool(work, "127.0.0.1", env, key, args.device, external=(*tracker.tracker_addr, key))
+            binding = bind(args.device, Slice(100), sorted(os.sched_getaffinity(0)), 0, None)
             t0 = time.monotonic()
-            server = subprocess.Popen([sys.executable, "-m", "workbench.rpc_server", "--port", str(port), "--port-end",
-                                       str(port + 1), "--tracker", f"127.0.0.1:{tport}", "--key", "bench",
-                                       "--device", args.device], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                      text=True)
             try:
-                for line in server.stdout:
-                    if line.startswith("workbench rpc_server"):
-                        times.append(round(time.monotonic() - t0, 2))
-                        break
+                pool.wait_servers(pool.start_servers([ServerSpec(i, key, binding)]))
+                times.append(round(time.monotonic() - t0, 2))
             finally:
-                server.kill()
-                server.wait()
+                pool.stop_servers()
     finally:
-        tracker.kill()
-        tracker.wait()
+        tracker.stop()
     print(json.dumps({"device": args.device, "ready_s": times, "median_s": statistics.median(times)}))
 
 

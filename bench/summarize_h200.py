@@ -24,10 +24,9 @@ import json
 import os
 import sys
 
-import numpy as np
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from tuning_throughput import compare as bench_compare  # noqa: E402
+from tuning_throughput import compare_seeds as bench_compare_seeds  # noqa: E402
 from tuning_throughput import steady_rate, tuning_window  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -309,13 +308,12 @@ def session4() -> tuple[list[dict], list[dict], list[dict]]:
 
 
 def seed_medians(rows: list[dict], config: str) -> dict:
+    """The bench's own medians over seeds (`compare_seeds`) for `config`, with each seed's ratios."""
+    raw = [{**r, "name": r["config"]} for r in rows]
     mine = [r for r in rows if r["config"] == config]
-    med = lambda k: round(float(np.median([r[k] or 0.0 for r in mine])), 3)  # noqa: E731
-    return {"config": config, "seeds": [r["seed"] for r in mine],
+    return {"config": config, "seed_list": [r["seed"] for r in mine], **bench_compare_seeds(raw)["per_config_median"][config],
             "per_seed": {str(r["seed"]): {k: r[k] for k in ("trials_per_s_ratio", "final_latency_ratio",
-                                                         "time_to_same_latency_reduction")} for r in mine},
-            "trials_per_s_ratio": med("trials_per_s_ratio"), "final_latency_ratio": med("final_latency_ratio"),
-            "time_to_same_latency_reduction": med("time_to_same_latency_reduction")}
+                                                         "time_to_same_latency_reduction")} for r in mine}}
 
 
 def main() -> None:
@@ -331,7 +329,8 @@ def main() -> None:
     at_full = [r for r in seq + lanes3 + seq4 + seeds4 + other4  # tuned on the whole GPU, as stock is
                if "failed" not in r and (r["config"] == "stock" or "@100" in r["config"])]
     by_round = {k: sorted(r["final_latency_ms"] for r in at_full if r["first_round"] == k) for k in ("random", "evolutionary")}
-    stocks = [r["final_latency_ms"] for r in s2 + lanes3 + seq + seq4 + seeds4 if r.get("config") == "stock" and "failed" not in r]
+    stocks = [r["final_latency_ms"] for r in s2 + lanes3 + seq + seq4  # seed 0 each
+              if r.get("config") == "stock" and "failed" not in r]
     scale, scale_lines = scaling()
     mrows, matrix_lines = matrix()
     s1_best = next(r for r in s1 if r["config"] == "1x1@100" and r["call"] == "call6_workbench")
@@ -418,7 +417,7 @@ def main() -> None:
              "runs), which slows the workbench more than stock: 4x1@100+batch took 56.5 s in lane 1 against 32.1 s "
              "alone on the one-GPU machine, while stock took 254-329 s in lanes against 279 s alone.", "",
              *table(seeds4, COLS3 + [("seed", "seed")]), "",
-             f"Medians over seeds {paired['seeds']}: **{paired['trials_per_s_ratio']}x** trials/s, final latency "
+             f"Medians over seeds {paired['seed_list']}: **{paired['trials_per_s_ratio']}x** trials/s, final latency "
              f"**{paired['final_latency_ratio']}x** stock's (seed 1: {paired['per_seed']['1']['final_latency_ratio']}x, "
              f"seed 2: {paired['per_seed']['2']['final_latency_ratio']}x); seed 2 reached stock's final latency "
              f"**{paired['per_seed']['2']['time_to_same_latency_reduction']:.0%} sooner**, seed 1 ended 6 % above it. "
@@ -466,8 +465,8 @@ def main() -> None:
              "Here 2x1@100 reached stock's final latency **81 % sooner** (43 s vs 226 s) with a **0.72x** final "
              "latency at 2.83x trials/s, and 4x1@100 73 % sooner at 3.45x with 0.79x latency; 4x2@50 reached it 80 % "
              "sooner at 4.42x but ended at 1.24x (slice-chosen records again).", "",
-             "**Noise.** Stock's own final latency in three calls with the same model, budget and seed: "
-             + ", ".join(f"{x:.4f}" for x in stocks) + " ms (1.5x apart). At 64 trials (32 per task) the result is "
+             f"**Noise.** Stock's own final latency in {len(stocks)} calls with the same model, budget and seed: "
+             + ", ".join(f"{x:.4f}" for x in stocks) + f" ms ({max(stocks) / min(stocks):.1f}x apart). At 64 trials (32 per task) the result is "
              "mostly which random schedules the first rounds drew; one run per config cannot show a 3 % difference "
              "either way.", "",
              "## Stock MetaSchedule versus the workbench, side by side (session 2, `nvidia-h200-x2`, call 2)", "",

@@ -7,9 +7,9 @@
 `KxS@P` is the workbench with K shard clients, S RPC servers, each server on a P% slice.
 K may exceed the model's task count: the extra shards are seeded search replicas of its costliest
 tasks (`workbench.shards.plan_shards`). `KxS@P/Ngpu` places the S servers round-robin on the first N GPUs (one MPS daemon each), for scaling
-runs on multi-GPU hosts. Workbench configs draw each task's first batch at random
-(`tvm_plugins.RandomFirstRound`); a `+evo` suffix keeps TVM's evolution there, as stock does; a
-`+batch` suffix measures each batch over one RPC session per server (`workbench/batch_runner.py`). Every config gets the same model, trial budget, batch size, cost model
+runs on multi-GPU hosts. Workbench configs draw each task's first batch as the plan's `auto` does
+(TVM's evolution on CUDA, at random on CPUs: `tvm_plugins.RandomFirstRound`); a `+evo` or `+rand`
+suffix forces one or the other; a `+batch` suffix measures each batch over one RPC session per server (`workbench/batch_runner.py`). Every config gets the same model, trial budget, batch size, cost model
 and seed.
 
 For each config it reports trials per second, wall time, the final model latency (compiled with
@@ -189,8 +189,8 @@ def run_config(cfg: dict, args, home: str, seed: int) -> dict:
            "final_latency_ms": float(final.latency_ms_median), "final_latency_iqr_ms": float(final.latency_ms_iqr),
            "server_sm_counts": [e.get("sm_count") for e in servers],
            "slice_applied": all(e.get("slice_applied", False) for e in servers) if servers else cfg["slice"] == 100,
+           "first_round": run.plan["first_round"],  # "auto" as the plan resolved it
            "phases_s": phase_breakdown(events), **utilisation(events, t0, t1)}
-    out["first_round"] = run.plan["first_round"]  # "auto" as the plan resolved it
     if args.checkpoints:
         target = TargetSpec.from_dict(run.plan["target"])
         out["checkpoints"] = evaluate_checkpoints(run, target, args.checkpoints,
