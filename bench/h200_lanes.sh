@@ -22,6 +22,11 @@ else
 fi
 wait
 shopt -s globstar nullglob
+# A lane cut off by its time limit leaves its run going (runs outlive their launcher by design): stop it
+# before archiving, so it neither overlaps the next call's runs nor loses its folder while it still writes.
+for d in /tmp/*/runs/*/ /tmp/pytest-of-*/**/runs/*/; do
+  [ -f "$d/events.jsonl" ] && python3 -m workbench --home "$(dirname "$(dirname "$d")")" stop "$(basename "$d")" >> "$OUT/stopped.txt" 2>&1
+done
 for f in /tmp/*/runs/*/events.jsonl /tmp/pytest-of-*/**/runs/*/events.jsonl; do  # any home under /tmp (bench --home, pytest too)
   [ -f "$f" ] && cp "$f" "$OUT/events/$(basename "$(dirname "$f")").jsonl"
 done
