@@ -568,7 +568,11 @@ def main() -> None:
              "scheduler builds synchronously; a runner whose futures build and then measure would let it move on). "
              "For more clients than tasks: replicas of a task that exchange their measured records after every "
              "batch, so that each one's evolution starts from the best schedules any of them found, in batches "
-             "small enough for each to refine at least twice. Checking any of these against 3 % needs several "
+             "small enough for each to refine at least twice. The first of these is built since (builder "
+             "`persistent-cut`, bench suffix `+cut`, `tvm_plugins.StragglerCut`; tested on the CPU with a straggler "
+             "made to order) but not yet measured on the H200, and batch events now carry every candidate's build "
+             "seconds (`build_each_s`, aligned with `latest_us`), which will show whether the stragglers are the "
+             "fast kernels a cut would lose. Checking any of these against 3 % needs several "
              f"seeds: stock alone ranges {min(stocks):.3f}-{max(stocks):.3f} ms over its seed-0 runs at 64 trials, "
              "and one stock run takes 4-6.5 of a device call's 10 minutes.", "",
              *quality_lines, "",

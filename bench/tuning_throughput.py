@@ -9,7 +9,7 @@ K may exceed the model's task count: the extra shards are seeded search replicas
 tasks (`workbench.shards.plan_shards`). `KxS@P/Ngpu` places the S servers round-robin on the first N GPUs (one MPS daemon each), for scaling
 runs on multi-GPU hosts. Workbench configs draw each task's first batch as the plan's `auto` does
 (TVM's evolution on CUDA, at random on CPUs: `tvm_plugins.RandomFirstRound`); a `+evo` or `+rand`
-suffix forces one or the other; a `+batch` suffix measures each batch over one RPC session per server (`workbench/batch_runner.py`). Every config gets the same model, trial budget, batch size, cost model
+suffix forces one or the other; a `+batch` suffix measures each batch over one RPC session per server (`workbench/batch_runner.py`); a `+cut` suffix stops a batch waiting for a straggling build (`tvm_plugins.StragglerCut`). Every config gets the same model, trial budget, batch size, cost model
 and seed.
 
 For each config it reports trials per second, wall time, the final model latency (compiled with
@@ -40,7 +40,7 @@ import workbench as wb  # noqa: E402
 from workbench.hardware import TargetSpec, resolve_target  # noqa: E402
 from workbench.sweep import infer_at  # noqa: E402
 
-CONFIG_RE = re.compile(r"^(\d+)x(\d+)@(\d+)(?:/(\d+)gpu)?(\+evo|\+rand)?(\+batch)?$")
+CONFIG_RE = re.compile(r"^(\d+)x(\d+)@(\d+)(?:/(\d+)gpu)?(\+evo|\+rand)?(\+batch)?(\+cut)?$")
 TOLERANCE = 1.03
 
 
@@ -50,10 +50,11 @@ def parse_config(text: str) -> dict:
                 "first_round": "evolutionary", "gpus": 1}
     m = CONFIG_RE.match(text)
     if not m:
-        raise SystemExit(f"bad config {text!r}: use stock or KxS@P[/Ngpu][+evo|+rand][+batch], e.g. 2x2@50 or 4x8@50/2gpu")
+        raise SystemExit(f"bad config {text!r}: use stock or KxS@P[/Ngpu][+evo|+rand][+batch][+cut], e.g. 2x2@50 or "
+                         "4x8@50/2gpu")
     k, s, p = map(int, m.groups()[:3])
     return {"name": text, "shards": k, "servers": s, "slice": p, "runner": "rpc-batch" if m.group(6) else "rpc",
-            "builder": "persistent",
+            "builder": "persistent-cut" if m.group(7) else "persistent",
             "first_round": {"+evo": "evolutionary", "+rand": "random"}.get(m.group(5), "auto"), "gpus": int(m.group(4) or 1)}
 
 

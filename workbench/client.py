@@ -34,7 +34,7 @@ class ShardJob:
     builder_workers: int
     num_threads: int
     runner: str = "rpc"  # rpc | rpc-batch (one session per server per batch) | local (stock, in-process)
-    builder: str = "persistent"  # persistent | local (stock LocalBuilder)
+    builder: str = "persistent"  # persistent | persistent-cut (stragglers dropped) | local (stock LocalBuilder)
     prewarm: bool = False  # start builder workers during client start-up (pays off with spare cores)
     replica: int = 0  # > 0: an extra search of tasks another shard also tunes, seeded differently
     first_round: str = "random"  # random | evolutionary (stock: TVM's evolution), as the plan resolved "auto"
@@ -149,7 +149,7 @@ def run(job: ShardJob) -> int:
             events.emit("error", where=f"shard {job.shard}", message=f"tasks not found in the model: {missing}")
             return 3
         mine = [by_name[n] for n in job.tasks]
-        if job.builder == "persistent":  # the stock configuration keeps TVM's own (full) import
+        if job.builder != "local":  # the stock configuration keeps TVM's own (full) import
             from .intrinsics import load_family
 
             events.emit("intrinsics", shard=job.shard, tuned_at=job.tuned_at,

@@ -19,7 +19,7 @@ from .shards import extract_tasks, plan_shards, task_info
 from .spec import SpecError, TuneSpec
 
 RUNNERS = ("rpc", "rpc-batch", "local")  # rpc-batch: one RPC session per server per batch
-BUILDERS = ("persistent", "local")
+BUILDERS = ("persistent", "persistent-cut", "local")  # persistent-cut: no waiting for stragglers
 SESSIONS = ("persistent", "spawn")
 # A task's first batch: drawn at random, or TVM's evolution (stock). "auto" evolves on CUDA, where the
 # H200 runs found random first batches markedly slower (bench/results/H200.md, session 4), and draws at

@@ -8,10 +8,15 @@ link from the (serial) RPC server into the (parallel) builder workers.
 """
 from __future__ import annotations
 
+import concurrent.futures
+import math
 import os
+import shutil
+import statistics
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
@@ -19,7 +24,7 @@ from tvm.s_tir.meta_schedule.builder import BuilderInput, BuilderResult, PyBuild
 from tvm.s_tir.meta_schedule.builder.local_builder import _serialize_params, _worker_func
 from tvm.s_tir.meta_schedule.runner import PyRunner
 from tvm.s_tir.meta_schedule.search_strategy import PySearchStrategy
-from tvm.support.popen_pool import PopenPoolExecutor, StatusKind
+from tvm.support.popen_pool import PopenPoolExecutor
 
 
 def export_so(rt_mod) -> str:
@@ -52,17 +57,43 @@ def _timed_build(args: tuple) -> tuple[str, float]:
     return path, time.perf_counter() - t0
 
 
+def _remove_artifact(future: concurrent.futures.Future) -> None:
+    """Done-callback of a dropped straggler: nothing will load what it built."""
+    try:
+        path, _ = future.result()
+    except Exception:  # noqa: BLE001 - it failed or timed out: nothing to remove
+        return
+    shutil.rmtree(os.path.dirname(path), ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class StragglerCut:
+    """When a batch stops waiting for its slowest candidates.
+
+    NVRTC compiles most CUDA candidates in 1-2 s, but an evolved one now and then takes 15-55 s, and
+    the whole batch waits for it (the H200 runs of sessions 3-5). Once every candidate has started
+    and at least `after` of the batch is built, the rest get `factor` times the median build of the
+    finished ones (at least `min_s`); a candidate still building then is reported as a build error
+    and finishes in the background on its worker, which then builds again."""
+    factor: float = 4.0
+    min_s: float = 5.0
+    after: float = 0.5
+
+
 @derived_object
 class PersistentBuilder(PyBuilder):
-    """LocalBuilder semantics with one long-lived worker pool."""
+    """LocalBuilder semantics with one long-lived worker pool (and, with `cut`, no waiting for stragglers)."""
 
     def __init__(self, max_workers: int, timeout_sec: float = 60.0, f_export: Callable | None = export_so,
-                 maximum_process_uses: int = 500) -> None:
+                 maximum_process_uses: int = 500, cut: StragglerCut | None = None,
+                 f_build: Callable = build_candidate) -> None:
         super().__init__()
         self.max_workers = max_workers
         self.timeout_sec = timeout_sec
         self.f_export = f_export
-        self.last_batch: dict[str, float] = {}  # wall and slowest-candidate seconds of the latest build
+        self.f_build = f_build
+        self.cut = cut
+        self.timings: dict[str, tuple[float, float]] = {}  # artifact -> (its build s, its batch's wall s)
         self.pool = PopenPoolExecutor(max_workers=max_workers, timeout=timeout_sec, initializer=warm_worker,
                                       maximum_process_uses=maximum_process_uses)
 
@@ -73,20 +104,54 @@ class PersistentBuilder(PyBuilder):
         self._warm = [self.pool.submit(_hold, 1.0) for _ in range(self.max_workers)]
 
     def build(self, build_inputs: list[BuilderInput]) -> list[BuilderResult]:
+        args = [(self.f_build, self.f_export, b.mod, b.target, _serialize_params(b.params)) for b in build_inputs]
+        t0 = time.perf_counter()
+        futures = [self.pool.submit(_timed_build, a) for a in args]
+        dropped = self._wait(futures) if self.cut else {}
+        wall = time.perf_counter() - t0
         results: list[BuilderResult] = []
-        args = [(build_candidate, self.f_export, b.mod, b.target, _serialize_params(b.params)) for b in build_inputs]
-        t0, slowest = time.perf_counter(), 0.0
-        for res in self.pool.map_with_error_catching(_timed_build, args):
-            if res.status == StatusKind.COMPLETE:
-                path, seconds = res.value
-                slowest = max(slowest, seconds)
-                results.append(BuilderResult(path, None))
-            elif res.status == StatusKind.TIMEOUT:
+        for i, future in enumerate(futures):
+            if i in dropped and not future.done():
+                future.add_done_callback(_remove_artifact)
+                results.append(BuilderResult(None, dropped[i]))
+                continue
+            try:
+                path, seconds = future.result()
+            except TimeoutError:
                 results.append(BuilderResult(None, f"PersistentBuilder: timeout after {self.timeout_sec} s"))
+            except Exception as err:  # noqa: BLE001 - the candidate's error, as LocalBuilder reports it
+                results.append(BuilderResult(None, f"PersistentBuilder: exception\n{err}"))
             else:
-                results.append(BuilderResult(None, f"PersistentBuilder: exception\n{res.value}"))
-        self.last_batch = {"build_s": round(time.perf_counter() - t0, 3), "build_max_s": round(slowest, 3)}
+                self.timings[path] = (seconds, wall)
+                results.append(BuilderResult(path, None))
         return results
+
+    def batch_timings(self, builder_results) -> dict:
+        """Build timings of one measured batch, by its artifacts (each built candidate's seconds, None where
+        it failed or was dropped; the batch's wall; how many stragglers were dropped). Forgets them."""
+        got = [self.timings.pop(r.artifact_path, None) if r.artifact_path else None for r in builder_results]
+        each = [None if g is None else round(g[0], 3) for g in got]
+        walls = [g[1] for g in got if g is not None]
+        return {"build_s": round(max(walls, default=0.0), 3), "build_max_s": max((x for x in each if x is not None), default=0.0),
+                "build_each_s": each,
+                "build_dropped": sum(bool(r.error_msg and "dropped as a straggler" in r.error_msg) for r in builder_results)}
+
+    def _wait(self, futures: list[concurrent.futures.Future]) -> dict[int, str]:
+        """Wait as `self.cut` says; the indices of the candidates given up on, with their error messages."""
+        cut, n = self.cut, len(futures)
+        enough = max(n - self.max_workers, math.ceil(cut.after * n), 1)  # every one started, `after` of them done
+        pending = set(futures)
+        while len(futures) - len(pending) < enough and pending:
+            _, pending = concurrent.futures.wait(pending, return_when=concurrent.futures.FIRST_COMPLETED)
+        finished = [f.result()[1] for f in futures if f not in pending and f.exception() is None]
+        if not pending or not finished:
+            return {}
+        median = statistics.median(finished)
+        grace = max(cut.min_s, cut.factor * median)
+        _, pending = concurrent.futures.wait(pending, timeout=grace)
+        return {i: f"PersistentBuilder: dropped as a straggler: still building {grace:.1f} s after {enough} of the "
+                   f"batch's {n} candidates were built (median {median:.1f} s each)"
+                for i, f in enumerate(futures) if f in pending}
 
     def shutdown(self) -> None:
         self.pool.shutdown()
@@ -111,10 +176,12 @@ class ServersFirstRunner(PyRunner):
 
 
 def make_builder(kind: str, workers: int, timeout_sec: float):
-    """'persistent' (workbench) or 'local' (stock LocalBuilder, a fresh pool per batch)."""
+    """'persistent' (workbench), 'persistent-cut' (that, not waiting for stragglers: `StragglerCut`) or 'local'
+    (stock LocalBuilder, a fresh pool per batch)."""
     if kind == "local":
         return ms.builder.LocalBuilder(max_workers=workers, timeout_sec=timeout_sec)
-    return PersistentBuilder(max_workers=workers, timeout_sec=timeout_sec)
+    return PersistentBuilder(max_workers=workers, timeout_sec=timeout_sec,
+                             cut=StragglerCut() if kind == "persistent-cut" else None)
 
 
 @derived_object
@@ -205,7 +272,7 @@ class ProgressCallback(ms.measure_callback.PyMeasureCallback):
                  trials_offset: dict[str, int] | None = None, best_offset: dict[str, float] | None = None,
                  builder: object | None = None) -> None:
         self.emit = emit
-        self.builder = builder  # a PersistentBuilder's last batch timings go into each batch event
+        self.builder = builder  # a PersistentBuilder's timings of the batch go into its event
         self.shard = shard
         self.tuned_at = tuned_at
         self.trials_budget = trials_budget
@@ -239,4 +306,4 @@ class ProgressCallback(ms.measure_callback.PyMeasureCallback):
                   build_errors=self.build_errors[name], run_errors=self.run_errors[name],
                   errors=errors[:2], est_shard_us=round(est * 1e6, 3),
                   shard_tasks_measured=len(self.best), shard_tasks=len(task_scheduler.tasks_),
-                  **getattr(self.builder, "last_batch", {}))
+                  **(self.builder.batch_timings(builder_results) if hasattr(self.builder, "batch_timings") else {}))

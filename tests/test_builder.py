@@ -1,0 +1,72 @@
+"""The warm builder pool: a straggling build no longer holds up its batch (`StragglerCut`)."""
+import os
+import sys
+import time
+
+import cloudpickle
+
+import workbench as wb
+
+cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the build workers cannot import this test module
+
+
+def build_or_sleep(mod, target, params):
+    """The real build, after a nap for a module marked `wb_test_sleep` (a straggler made to order)."""
+    from workbench.tvm_plugins import build_candidate
+
+    if mod.attrs is not None and "wb_test_sleep" in mod.attrs:
+        time.sleep(int(mod.attrs["wb_test_sleep"]))
+    return build_candidate(mod, target, params)
+
+
+def _space_mod():
+    from tvm.s_tir import meta_schedule as ms
+
+    from workbench.hardware import detect, target_spec
+    from workbench.models import load_model
+    from workbench.shards import extract_tasks
+
+    target = target_spec("cpu", detect()).build()
+    task = extract_tasks(load_model("mlp-small").mod, target)[0]
+    ctx = ms.TuneContext(mod=task.dispatched[0], target=target, space_generator="post-order-apply",
+                         search_strategy="replay-trace", num_threads=1)
+    return ctx.generate_design_space()[0].mod, target
+
+
+def test_a_straggler_is_dropped_and_the_pool_builds_on(tmp_path, monkeypatch):
+    from tvm.s_tir.meta_schedule.builder import BuilderInput
+
+    from workbench.tvm_plugins import PersistentBuilder, StragglerCut
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # the workers' artifacts land here
+    mod, target = _space_mod()
+    slow = mod.with_attr("wb_test_sleep", 12)
+    builder = PersistentBuilder(3, timeout_sec=60, cut=StragglerCut(factor=4.0, min_s=2.0, after=0.5),
+                                f_build=build_or_sleep)
+    try:
+        t0 = time.monotonic()
+        first = builder.build([BuilderInput(m, target) for m in (mod, mod, slow, mod, mod)])
+        took = time.monotonic() - t0
+        timings = builder.batch_timings(first)
+        second = builder.build([BuilderInput(mod, target)] * 3)  # two workers free, one still napping
+        time.sleep(12)  # the straggler finishes in the background and its artifact is removed
+        kept = {os.path.dirname(r.artifact_path) for r in first + second if r.artifact_path}
+        left = {str(p) for p in tmp_path.glob("wb-build-*")}
+    finally:
+        builder.shutdown()
+    assert "dropped as a straggler" in first[2].error_msg and first[2].artifact_path is None
+    assert all(r.error_msg is None for i, r in enumerate(first) if i != 2)
+    assert took < 10, took  # not the 12 s nap
+    assert timings["build_dropped"] == 1 and timings["build_each_s"][2] is None
+    assert all(x is not None and x > 0 for i, x in enumerate(timings["build_each_s"]) if i != 2)
+    assert all(r.error_msg is None for r in second)
+    assert left == kept  # every built candidate's folder, and nothing of the dropped one
+
+
+def test_tune_with_the_cutting_builder_reports_every_build(tmp_path):
+    spec = wb.TuneSpec(model="mlp-small", shards=1, servers=1, trials=4, trials_per_batch=4, sweep_slices=(100,))
+    run = wb.tune(spec, home=str(tmp_path), builder="persistent-cut")
+    assert run.wait(timeout=480) == "done", run.message
+    for e in run.event_list("batch"):
+        assert len(e["build_each_s"]) == e["batch_size"] and e["build_dropped"] == 0
+        assert e["build_max_s"] == max(x for x in e["build_each_s"] if x is not None)
