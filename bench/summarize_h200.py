@@ -638,8 +638,8 @@ def main() -> None:
              "candidates of every run without an error on the GPU; this call cannot rank them (4x2@50 with the "
              "per-candidate runner took 34.4 s, 4x2@50+batch carried the cold intrinsics cache), so `rpc-batch` "
              "stays opt-in.", "",
-             "## Session 4: final latency by how a task's first batch is drawn", "",
-             "Every run that tuned on the whole GPU (as stock does), sessions 3 and 4, final latency of the tuned "
+             "## Sessions 3-5: final latency by how a task's first batch is drawn", "",
+             "Every run that tuned on the whole GPU (as stock does), sessions 3-5, final latency of the tuned "
              "model on the whole GPU:", "",
              f"- first batch drawn at random: {', '.join(f'{x:.3f}' for x in by_round['random'])} ms;",
              f"- first batch evolved (stock's way; stock included): {', '.join(f'{x:.3f}' for x in by_round['evolutionary'])} ms.",
@@ -649,8 +649,9 @@ def main() -> None:
              "(evolved). On the H200 the random draw (ReplayTrace's sampling) finds slower "
              "matmul schedules than TVM's evolution does against its untrained cost model, whose mutations spread "
              "the tile sizes differently; on the CPU the two matched (`cpu_first_round_ab.json`). The first round "
-             "is now `auto`: evolved on CUDA, random on CPUs. An evolved first batch costs ~20 s of CPU per client "
-             "on 4 cores (session 5), more than the server's start-up it overlaps.", "",
+             "is now `auto`: evolved on CUDA, random on CPUs. An evolved first batch costs ~20 s of search per client "
+             "on 4 cores (session 5), and the server's start-up hides only part of it: 4x1@100+batch's first "
+             "batches landed at 49-53 s, against 28-32 s with random ones (session 4).", "",
              "## Session 4: paired seeds on the two-GPU host (evolved first batches)", "",
              "`nvidia-h200-x2`, lane 0 (GPU 0, cores 0-15) of calls 2 and 3: stock, then 2x1@100+evo+batch "
              "(2 clients, one task each, 2 batches each; the first batch evolved as stock's is), same seed in the "
