@@ -276,7 +276,7 @@ COLS3 = [("config", "config"), ("first batch drawn by", "first_round"), ("trials
          ("first batch s", "first_batch_s"), ("trials/s", "trials_per_s"), ("x stock", "**trials_per_s_ratio**"),
          ("final latency ms", "final_latency_ms"), ("x stock", "**final_latency_ratio**"),
          ("time to stock latency s", "time_to_stock_latency_s"), ("reduction", "time_to_same_latency_reduction"),
-         ("server SMs", "server_sm_counts")]
+         ("server SMs", "server_sm_counts"), ("CPU %", "cpu_util_mean"), ("GPU SM %", "gpu_util_mean")]
 
 
 def client_time(r: dict) -> str:
