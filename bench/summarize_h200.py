@@ -24,6 +24,7 @@ Nothing here is measured anew: it reads the committed outputs of the device runs
 from __future__ import annotations
 
 import csv
+import functools
 import glob
 import json
 import os
@@ -327,8 +328,10 @@ def session5() -> list[dict]:
     return [bench_row(5, r["call"], r) for r in configs]
 
 
+@functools.cache
 def run_events(run: str) -> list[dict] | None:
-    """A run's committed event log, wherever its call's folder put it (None: it stayed on the device)."""
+    """A run's committed event log, wherever its call's folder put it (None: it stayed on the device).
+    Read once per run (several sections use it); callers do not change it."""
     found = glob.glob(os.path.join(RESULTS, "**", f"{run}.jsonl"), recursive=True)
     return events(found[0]) if found else None
 
@@ -371,9 +374,7 @@ def search_quality(rows: list[dict]) -> tuple[dict, list[str]]:
         groups.setdefault(layout, []).append({"run": r["run"], "config": r["config"], "seed": r.get("seed", 0),
                                               "final_us": r["final_latency_ms"] * 1000, "tasks": tb})
     def med(xs: list[float]) -> float:
-        xs = sorted(xs)
-        n = len(xs)
-        return round((xs[n // 2] + xs[(n - 1) // 2]) / 2, 1)
+        return round(statistics.median(xs), 1)
 
     out: dict = {}
     for layout, runs in groups.items():
@@ -449,18 +450,26 @@ def main() -> None:
     overlap = max(by_round["evolutionary"]) >= min(by_round["random"])
     med_ratio = {k: round(statistics.median(quality[k]["final_us"]) / statistics.median(quality["stock"]["final_us"]), 2)
                  for k in quality if k != "stock"}
-    goal_status = {
-        "trials_per_s_ratio": {"met": True, "best": best["trials_per_s_ratio"], "best_config": best["config"],
+    alone = [r for r in seq + seq4 + seq5 if "failed" not in r and r["config"] != "stock"]  # one-GPU machine, nothing else
+    reached_rows = [r for r in lanes3 + seeds4 + seq4 + seq5
+                    if (r.get("time_to_same_latency_reduction") or 0) >= GOAL["time_to_same_latency_reduction"]
+                    and r["config"] != "stock"]
+    goal_status = {  # each goal on its own, alone on one GPU; then all three in one run
+        "trials_per_s_ratio": {"met_alone_on_one_gpu": any((r.get("trials_per_s_ratio") or 0) >= GOAL["trials_per_s_ratio"]
+                                                           for r in alone),
+                               "best": best["trials_per_s_ratio"], "best_config": best["config"],
                                "evolved_first_alone": {f"{r['config']} seed {r['seed']}": r["trials_per_s_ratio"] for r in wb5}},
         "time_to_same_latency_reduction": {
-            "met_alone_on_one_gpu": False,
+            "met_alone_on_one_gpu": any(r in alone for r in reached_rows),
             "runs_that_reached_75pct": [f"session {r['session']} {r['call']} {r['config']} seed {r.get('seed', 0)}: "
-                                        f"{r['time_to_same_latency_reduction']}"
-                                        for r in lanes3 + seeds4 + seq4 + seq5
-                                        if (r.get("time_to_same_latency_reduction") or 0) >= 0.75 and r["config"] != "stock"]},
-        "final_latency_ratio": {"met": False, "median_ratio_by_layout": med_ratio,
-                                "at_5x_alone": sorted(r["final_latency_ratio"] for r in seq4 + seq5
-                                                      if "failed" not in r and (r.get("trials_per_s_ratio") or 0) >= 5)}}
+                                        f"{r['time_to_same_latency_reduction']}" for r in reached_rows]},
+        "final_latency_ratio": {"met_alone_on_one_gpu": any(r.get("final_latency_ratio") is not None and
+                                                            r["final_latency_ratio"] <= GOAL["final_latency_ratio_max"]
+                                                            for r in alone),
+                                "median_ratio_by_layout": med_ratio,
+                                "at_5x_alone": sorted(r["final_latency_ratio"] for r in alone
+                                                      if (r.get("trials_per_s_ratio") or 0) >= GOAL["trials_per_s_ratio"])},
+        "all_three_in_one_run": any(goals_met(r) == 3 for r in alone + seeds4 + lanes3)}
     one = next(r for r in seq5 if r["config"].startswith("1x1"))
     slowest = [max(e["build_max_s"] for e in ev if e.get("build_max_s") is not None)
                for ev in (run_events(r["run"]) for r in seq + seq4 + seeds4 + other4 + seq5
@@ -469,10 +478,6 @@ def main() -> None:
     one_gpu_stock_rates = [r["trials_per_s"] for r in seq + seq4 + seq5 if r["config"] == "stock" and "failed" not in r]
     fast = [r for r in seq4 + seq5 if r["config"] == "4x1@100+batch" and "failed" not in r]
     fast_rates, fast_lat = [r["trials_per_s_ratio"] for r in fast], [r["final_latency_ratio"] for r in fast]
-    reached75 = [r["trials_per_s_ratio"] for r in lanes3 + seeds4 + seq4 + seq5
-                 if (r.get("time_to_same_latency_reduction") or 0) >= 0.75 and r["config"] != "stock"]
-    per_task_rates = [r["trials_per_s_ratio"] for r in at_full if r["run"] in quality["one task per client"]["run_ids"]]
-    at5 = goal_status["final_latency_ratio"]["at_5x_alone"]
     scale, scale_lines = scaling()
     mrows, matrix_lines = matrix()
     s1_best = next(r for r in s1 if r["config"] == "1x1@100" and r["call"] == "call6_workbench")

@@ -22,3 +22,19 @@ def pytest_collection_modifyitems(config, items):
         for item in items:
             if item.get_closest_marker("gpu"):
                 item.add_marker(skip)
+
+
+@pytest.fixture
+def cpu_design_space():
+    """(design-space IRModule, target) of mlp-small's first task on this CPU: one real candidate to build."""
+    from tvm.s_tir import meta_schedule as ms
+
+    from workbench.hardware import detect, target_spec
+    from workbench.models import load_model
+    from workbench.shards import extract_tasks
+
+    target = target_spec("cpu", detect()).build()
+    task = extract_tasks(load_model("mlp-small").mod, target)[0]
+    ctx = ms.TuneContext(mod=task.dispatched[0], target=target, space_generator="post-order-apply",
+                         search_strategy="replay-trace", num_threads=1)
+    return ctx.generate_design_space()[0].mod, target

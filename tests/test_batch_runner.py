@@ -21,18 +21,14 @@ def test_batch_runner_measures_every_candidate_over_few_sessions(tmp_path):
     assert _sessions(runs["rpc"]) >= 8 and _sessions(runs["rpc-batch"]) <= 2
 
 
-def test_a_broken_candidate_fails_alone_and_the_chunk_goes_on(tmp_path):
-    import tvm  # noqa: F401
+def test_a_broken_candidate_fails_alone_and_the_chunk_goes_on(tmp_path, cpu_design_space):
     from tvm.s_tir import meta_schedule as ms
     from tvm.s_tir.meta_schedule.builder import BuilderInput
     from tvm.s_tir.meta_schedule.runner import RunnerInput
 
     from workbench.batch_runner import SessionBatchRunner
     from workbench.client import evaluator_config
-    from workbench.hardware import detect, target_spec
-    from workbench.models import load_model
     from workbench.servers import ServerPool, ServerSpec
-    from workbench.shards import extract_tasks
     from workbench.slices import Slice, bind
     from workbench.tvm_plugins import PersistentBuilder
 
@@ -42,15 +38,11 @@ def test_a_broken_candidate_fails_alone_and_the_chunk_goes_on(tmp_path):
     try:
         pool.start_tracker()
         pool.wait_servers(pool.start_servers([ServerSpec(0, "k", bind("cpu", Slice(100), sorted(os.sched_getaffinity(0)), 0, None))]))
-        target = target_spec("cpu", detect()).build()
-        task = extract_tasks(load_model("mlp-small").mod, target)[0]
-        ctx = ms.TuneContext(mod=task.dispatched[0], target=target, space_generator="post-order-apply",
-                             search_strategy="replay-trace", num_threads=1)
-        space = ctx.generate_design_space()[0]
-        built = builder.build([BuilderInput(space.mod, target)] * 3)
+        mod, target = cpu_design_space
+        built = builder.build([BuilderInput(mod, target)] * 3)
         broken = tmp_path / "broken.so"
         broken.write_bytes(b"not a shared library")
-        args_info = ms.arg_info.ArgInfo.from_prim_func(space.mod["main"])
+        args_info = ms.arg_info.ArgInfo.from_prim_func(mod["main"])
         paths = [built[0].artifact_path, str(broken), built[2].artifact_path]
         host, port = pool.tracker_addr
         runner = SessionBatchRunner(ms.runner.RPCConfig(host, port, "k", 1, 60), evaluator_config("cpu"), 1, 3)

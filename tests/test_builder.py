@@ -19,27 +19,13 @@ def build_or_sleep(mod, target, params):
     return build_candidate(mod, target, params)
 
 
-def _space_mod():
-    from tvm.s_tir import meta_schedule as ms
-
-    from workbench.hardware import detect, target_spec
-    from workbench.models import load_model
-    from workbench.shards import extract_tasks
-
-    target = target_spec("cpu", detect()).build()
-    task = extract_tasks(load_model("mlp-small").mod, target)[0]
-    ctx = ms.TuneContext(mod=task.dispatched[0], target=target, space_generator="post-order-apply",
-                         search_strategy="replay-trace", num_threads=1)
-    return ctx.generate_design_space()[0].mod, target
-
-
-def test_a_straggler_is_dropped_and_the_pool_builds_on(tmp_path, monkeypatch):
+def test_a_straggler_is_dropped_and_the_pool_builds_on(tmp_path, monkeypatch, cpu_design_space):
     from tvm.s_tir.meta_schedule.builder import BuilderInput
 
     from workbench.tvm_plugins import PersistentBuilder, StragglerCut
 
     monkeypatch.setenv("TMPDIR", str(tmp_path))  # the workers' artifacts land here
-    mod, target = _space_mod()
+    mod, target = cpu_design_space
     slow = mod.with_attr("wb_test_sleep", 12)
     builder = PersistentBuilder(3, timeout_sec=60, cut=StragglerCut(factor=4.0, min_s=2.0, after=0.5),
                                 f_build=build_or_sleep)
