@@ -441,6 +441,26 @@ def search_quality(rows: list[dict]) -> tuple[dict, list[str]]:
     return out, lines
 
 
+def cpu_idle(row: dict) -> dict:
+    """From a run's telemetry (1 s samples of whole-machine CPU use), until its clients finished: the idle
+    machine-seconds (sum of (1 - busy) x interval), and the windows where under half the cores were busy."""
+    ev = run_events(row["run"])
+    t0 = ev[0]["t"]
+    end = max(e["t"] for e in ev if e["kind"] == "shard_finished") - t0
+    tel = [(e["t"] - t0, e["cpu_percent"]) for e in ev if e["kind"] == "telemetry" and e["t"] - t0 <= end]
+    idle, windows, cur = 0.0, [], None
+    for (t, busy), (t_next, _) in zip(tel, tel[1:] + [(end, 0.0)]):
+        idle += (1 - busy / 100) * (t_next - t)
+        if busy < 50:
+            cur = [cur[0] if cur else t, t_next]
+        elif cur:
+            windows.append(cur)
+            cur = None
+    windows += [cur] if cur else []
+    return {"end_s": round(end, 1), "idle_s": round(idle, 1), "busy_s": round(end - idle, 1),
+            "half_idle_windows": [[round(a, 1), round(b, 1)] for a, b in windows]}
+
+
 def quality_text(quality: dict) -> str:
     """What the per-layout table says, from its numbers."""
     mm, relu = "fused_matmul1_add1", "fused_matmul_add_relu"
@@ -534,6 +554,7 @@ def main(out: str = RESULTS) -> None:
     max_build6 = max(e.get("build_max_s") or 0 for r in wb6 for e in run_events(r["run"]) if e["kind"] == "batch")
     cv = statistics.stdev(one_gpu_stocks) / statistics.mean(one_gpu_stocks)
     n_per_arm = round(2 * (1.96 + 0.84) ** 2 * (cv / (TOLERANCE - 1)) ** 2)
+    idle6 = {r["seed"]: cpu_idle(r) for r in wb6}
     need6 = {r["seed"]: round(r["trials"] / (GOAL["trials_per_s_ratio"] * stock6[r["seed"]]["trials_per_s"]), 1) for r in wb6}
     one = next(r for r in seq5 if r["config"].startswith("1x1"))
     slowest = [max(e["build_max_s"] for e in ev if e.get("build_max_s") is not None)
@@ -589,7 +610,8 @@ def main(out: str = RESULTS) -> None:
                      "stock_final_latency_ms": {str(k): v["final_latency_ms"] for k, v in sorted(stock6.items())},
                      "wall_s": {str(r["seed"]): r["wall_s"] for r in wb6}, "wall_s_needed_for_5x": need6,
                      "stock_final_latency_cv_one_gpu": round(cv, 3), "runs_per_arm_to_see_3pct": n_per_arm,
-                     "candidates_dropped_as_stragglers": sum(drops6), "per_task": tasks6},
+                     "candidates_dropped_as_stragglers": sum(drops6), "per_task": tasks6,
+                     "cpu_idle": {str(k): v for k, v in idle6.items()}},
         "session5": {f"{r['config']} seed {r.get('seed', 0)}": {k: r.get(k) for k in (
             "wall_s", "first_batch_s", "trials_per_s", "trials_per_s_ratio", "final_latency_ms", "final_latency_ratio",
             "time_to_same_latency_reduction", "cpu_util_mean", "gpu_util_mean")} for r in seq5},
@@ -660,13 +682,22 @@ def main(out: str = RESULTS) -> None:
              "spends the same ~31 s searching and ~210 s in `LocalBuilder`. In "
              f"{sum(x >= 10 for x in slowest)} of the {len(slowest)} workbench runs of sessions 3-6 with build "
              f"timings, the slowest candidate of some batch took 10 s or more (up to {max(slowest):.0f} s).", "",
-             "**What would close the gap.** Throughput at stock's search quality: the CPUs idle about a third of the "
-             "run: the client's first 6-8 s (one thread importing TVM, loading the model, extracting tasks), the wait "
-             "for the server (it registers 25-28 s into the run), and each batch's build tail (a few compiles left "
-             "while 12-15 cores wait). Starting the client's imports and task extraction before the supervisor's "
-             "own, and letting a task's search start while the previous task's build tail finishes (a runner "
-             "whose futures build, then measure), would take about 10 s of the 65-77 s, which is about what 5x "
-             "needs. Quality at 5x: replicas of a task that exchange measured records after every batch, so the "
+             "**What would close the gap.** Throughput at stock's search quality: the work itself fits. Summed over "
+             "the 1 s CPU samples, the machine was idle for " + ", ".join(
+                 f"{idle6[r['seed']]['idle_s']} of {idle6[r['seed']]['end_s']} s" for r in wb6) + " (seeds "
+             + ", ".join(map(str, cut['seed_list'])) + "): at best, with every core busy throughout, the same work would take " + ", ".join(
+                 f"{idle6[r['seed']]['busy_s']} s" for r in wb6) + ", inside the " + ", ".join(
+                 f"{need6[r['seed']]} s" for r in wb6) + " that 5x allows. Under half the cores were busy in "
+             "these windows (seconds into the run): " + "; ".join(
+                 f"seed {r['seed']}: " + ", ".join(f"{a}-{b}" for a, b in idle6[r['seed']]['half_idle_windows'])
+                 for r in wb6) + ". In order: the client's start-up (one thread importing TVM, loading the model, "
+             "extracting tasks); waiting for the server, which registers 25-28 s into the run; waiting for the first "
+             "round's measurements before TVM's gradient scheduler picks the next task (one server measures a "
+             "batch's candidates one after another); and the later batches' build tails and cost-model updates. "
+             "What would take it back: start the clients' TVM import and task extraction before the supervisor's "
+             "own; give the servers' start-up the CPU before the clients' builder pools (the server registers in "
+             "6.5 s on an idle machine); and let a task's search start while the previous batch builds and "
+             "measures (a runner whose futures build, then measure). Quality at 5x: replicas of a task that exchange measured records after every batch, so the "
              "layout that reaches 5x refines as stock does. Checking 3 %: a budget where the search converges "
              "(hundreds of trials per task, where one stock run outlasts a device call: stock would have to resume "
              "from its database across calls) or hundreds of seeds per arm.", "",

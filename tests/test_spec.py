@@ -142,3 +142,19 @@ def test_import_is_light():
             "bad = [m for m in ('tvm', 'ipywidgets', 'plotly', 'pandas') if m in sys.modules]; print(bad)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_a_folder_without_a_spec_is_not_taken_for_a_run(tmp_path):
+    """'last' and id prefixes skip a folder that holds no spec.json (a run still being created, or a stray
+    folder); opening one by path says what is wrong instead of failing on a None."""
+    import workbench as wb
+    from fake_engine import make_run
+
+    run_id = make_run(str(tmp_path))
+    stray = tmp_path / "runs" / "zzz-not-a-run"
+    stray.mkdir()
+    assert wb.open_run("last", str(tmp_path)).id == run_id
+    with pytest.raises(SpecError, match="^run: no run 'zzz'"):
+        wb.open_run("zzz", str(tmp_path))
+    with pytest.raises(SpecError, match="no readable spec.json"):
+        wb.Run(str(stray))

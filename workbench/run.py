@@ -17,14 +17,17 @@ import pandas as pd
 from . import diskspace, store
 from .events import TERMINAL, EventReader
 from .procs import group_alive, kill_group, stop_group
-from .spec import TuneSpec
+from .spec import SpecError, TuneSpec
 
 
 class Run:
     def __init__(self, run_dir: str) -> None:
         self.dir = os.path.abspath(run_dir)
         self.id = os.path.basename(self.dir)
-        self.spec = TuneSpec.from_dict(store.read_json(os.path.join(self.dir, store.SPEC_FILE)))
+        spec = store.read_json(os.path.join(self.dir, store.SPEC_FILE))
+        if not isinstance(spec, dict):
+            raise SpecError("run", f"{self.dir} holds no readable {store.SPEC_FILE}: not a workbench run folder")
+        self.spec = TuneSpec.from_dict(spec)
         self._reader = EventReader(os.path.join(self.dir, "events.jsonl"))
         self._held = 0  # > 0 inside consistent(): tables do not read new events
         self._events: list[dict[str, Any]] = []

@@ -71,7 +71,7 @@ def find_run_dir(run: str, home: str | None = None) -> str:
     if os.path.isdir(run) and os.path.exists(os.path.join(run, SPEC_FILE)):
         return os.path.abspath(run)
     root = runs_root(home)
-    ids = sorted(os.listdir(root)) if os.path.isdir(root) else []
+    ids = run_ids(home)  # folders with a spec: not one being created, nor anything else put there
     if run == "last" and ids:
         return os.path.join(root, ids[-1])
     matches = [i for i in ids if i.startswith(run)]
