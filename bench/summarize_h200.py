@@ -561,7 +561,6 @@ def main(out: str = RESULTS) -> None:
                for ev in (run_events(r["run"]) for r in seq + seq4 + seeds4 + other4 + seq5 + seq6
                           if "failed" not in r and r["config"] != "stock")
                if ev and any(e.get("build_max_s") is not None for e in ev)]
-    one_gpu_stock_rates = [r["trials_per_s"] for r in seq + seq4 + seq5 + seq6 if r["config"] == "stock" and "failed" not in r]
     fast = [r for r in seq4 + seq5 if r["config"] == "4x1@100+batch" and "failed" not in r]
     fast_rates, fast_lat = [r["trials_per_s_ratio"] for r in fast], [r["final_latency_ratio"] for r in fast]
     scale, scale_lines = scaling()
@@ -622,7 +621,7 @@ def main(out: str = RESULTS) -> None:
                         for r in lanes3 if "failed" not in r and r["config"] != "stock"},
         "session1_best": {k: s1_best[k] for k in ("config", "trials_per_s_ratio", "time_to_same_latency_reduction",
                                                   "final_latency_ratio")},
-        "scaling": scale, "slice_matrix_rows": len(mrows), "runs": seq5 + seq4 + seeds4 + other4 + seq + lanes3 + s1 + s2}
+        "scaling": scale, "slice_matrix_rows": len(mrows), "runs": seq6 + seq5 + seq4 + seeds4 + other4 + seq + lanes3 + s1 + s2}
     with open(os.path.join(out, "h200_summary.json"), "w") as f:
         json.dump(summary, f, indent=1, default=str)
     lines = ["# H200 results (measured)", "",
