@@ -678,7 +678,7 @@ def main(out: str = RESULTS) -> None:
              "SMs busy " + ", ".join(f"{r['gpu_util_mean']} %" for r in wb6) + " of the time. The straggler cut "
              f"(`+cut`) dropped {sum(drops6)} of {64 * len(wb6)} candidates; no session-6 build took more than "
              f"{max_build6:.1f} s, so it saved little here (session 5's one-client run waited 25 s for one). Stock "
-             "spends the same ~31 s searching and ~210 s in `LocalBuilder`. In "
+             "spends about the same (~30 s) searching and ~210 s in `LocalBuilder`. In "
              f"{sum(x >= 10 for x in slowest)} of the {len(slowest)} workbench runs of sessions 3-6 with build "
              f"timings, the slowest candidate of some batch took 10 s or more (up to {max(slowest):.0f} s).", "",
              "**What would close the gap.** Throughput at stock's search quality: the work itself fits. Summed over "
