@@ -38,6 +38,8 @@ def test_event_log_is_complete(finished_run):
                  "shard_finished", "merged", "compiled", "verified", "timed", "sweep_point", "run_finished"):
         assert kind in kinds, kind
     assert kinds.count("server_ready") == 2 and kinds.count("shard_finished") == 2
+    timed = run.event_list("timed")[-1]
+    assert 5 <= timed["untuned_repeats"] <= 15 and 5 <= timed["tuned_repeats"] <= 15
     batches = run.event_list("batch")
     for e in batches:
         for field in ("t", "shard", "task", "trials_done", "trials_budget", "latest_us", "best_us",

@@ -317,7 +317,7 @@ class Supervisor:
         self.events.emit("timed", tuned_at=tuned_at, tuned_ms=t["latency_ms_median"], tuned_iqr_ms=t["latency_ms_iqr"],
                          untuned_ms=u["latency_ms_median"], untuned_iqr_ms=u["latency_ms_iqr"],
                          speedup=u["latency_ms_median"] / t["latency_ms_median"], sm_count=t.get("sm_count"),
-                         records=merged.records)
+                         records=merged.records, tuned_repeats=t.get("repeats"), untuned_repeats=u.get("repeats"))
         results = store.read_json(os.path.join(self.run_dir, store.RESULTS_FILE), []) or []
         results = [r for r in results if r.get("tuned_at") != tuned_at]
         results.append({"tuned_at": tuned_at, "model": self.spec.model, "target": self.target.kind,
