@@ -49,7 +49,7 @@ def add_tune_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--first-round", default="auto",
                    help="how a task's first batch is drawn: auto (evolutionary on CUDA, random on CPUs), random "
                         "or evolutionary (stock MetaSchedule)")
-    p.add_argument("--runner", default="rpc", help=argparse.SUPPRESS)
+    p.add_argument("--runner", default="rpc-batch", help=argparse.SUPPRESS)
     p.add_argument("--builder", default="persistent", help=argparse.SUPPRESS)
     p.add_argument("--sessions", default="persistent", help=argparse.SUPPRESS)
 

@@ -33,7 +33,7 @@ class ShardJob:
     runner_workers: int
     builder_workers: int
     num_threads: int
-    runner: str = "rpc"  # rpc | rpc-batch (one session per server per batch) | local (stock, in-process)
+    runner: str = "rpc-batch"  # rpc-batch (one session per server per batch) | rpc (one per candidate) | local (stock)
     builder: str = "persistent"  # persistent | persistent-cut (stragglers dropped) | local (stock LocalBuilder)
     prewarm: bool = False  # start builder workers during client start-up (pays off with spare cores)
     replica: int = 0  # > 0: an extra search of tasks another shard also tunes, seeded differently

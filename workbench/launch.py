@@ -18,7 +18,7 @@ from .run import Run
 from .shards import extract_tasks, plan_shards, task_info
 from .spec import SpecError, TuneSpec
 
-RUNNERS = ("rpc", "rpc-batch", "local")  # rpc-batch: one RPC session per server per batch
+RUNNERS = ("rpc-batch", "rpc", "local")  # rpc-batch (the default): one RPC session per server per batch
 BUILDERS = ("persistent", "persistent-cut", "local")  # persistent-cut: no waiting for stragglers
 SESSIONS = ("persistent", "spawn")
 # A task's first batch: drawn at random, or TVM's evolution (stock). "auto" evolves on CUDA, where the
@@ -27,7 +27,7 @@ SESSIONS = ("persistent", "spawn")
 FIRST_ROUNDS = ("auto", "random", "evolutionary")
 
 
-def plan_run(spec: TuneSpec, hw: Hardware | None = None, runner: str = "rpc", builder: str = "persistent",
+def plan_run(spec: TuneSpec, hw: Hardware | None = None, runner: str = "rpc-batch", builder: str = "persistent",
              sessions: str = "persistent", first_round: str = "auto") -> dict:
     """Resolve the target, extract the model's tasks and split them into shards (raises SpecError)."""
     if runner not in RUNNERS:
@@ -110,7 +110,7 @@ def start_sweep(run_dir: str, slices: list[int]) -> int:
     return pid
 
 
-def tune(spec: TuneSpec | None = None, *, home: str | None = None, runner: str = "rpc",
+def tune(spec: TuneSpec | None = None, *, home: str | None = None, runner: str = "rpc-batch",
          builder: str = "persistent", sessions: str = "persistent", first_round: str = "auto", **fields) -> Run:
     """Validate and plan `spec` (or TuneSpec(**fields)), start its run in the background, return the Run."""
     spec = spec.replace(**fields) if spec is not None and fields else spec or TuneSpec(**fields)
