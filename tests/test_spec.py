@@ -158,4 +158,3 @@ def test_a_folder_without_a_spec_is_not_taken_for_a_run(tmp_path):
         wb.open_run("zzz", str(tmp_path))
     with pytest.raises(SpecError, match="no readable spec.json"):
         wb.Run(str(stray))
-
