@@ -6,6 +6,7 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
+from .client import DEFAULT_BUILDER, DEFAULT_RUNNER
 from .procs import ProcessError
 from .spec import SpecError, TuneSpec
 
@@ -49,8 +50,8 @@ def add_tune_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--first-round", default="auto",
                    help="how a task's first batch is drawn: auto (evolutionary on CUDA, random on CPUs), random "
                         "or evolutionary (stock MetaSchedule)")
-    p.add_argument("--runner", default="rpc-batch", help=argparse.SUPPRESS)
-    p.add_argument("--builder", default="persistent", help=argparse.SUPPRESS)
+    p.add_argument("--runner", default=DEFAULT_RUNNER, help=argparse.SUPPRESS)
+    p.add_argument("--builder", default=DEFAULT_BUILDER, help=argparse.SUPPRESS)
     p.add_argument("--sessions", default="persistent", help=argparse.SUPPRESS)
 
 

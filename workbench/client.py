@@ -17,6 +17,10 @@ from .events import EventWriter
 from .hardware import TargetSpec
 from .spec import TuneSpec
 
+# The engine's defaults (one place: launch, the CLI and the supervisor refer to these).
+DEFAULT_RUNNER = "rpc-batch"  # rpc-batch (one session per server per batch) | rpc (one per candidate) | local (stock)
+DEFAULT_BUILDER = "persistent"  # persistent | persistent-cut (stragglers dropped) | local (stock LocalBuilder)
+
 
 @dataclass(frozen=True)
 class ShardJob:
@@ -33,8 +37,8 @@ class ShardJob:
     runner_workers: int
     builder_workers: int
     num_threads: int
-    runner: str = "rpc-batch"  # rpc-batch (one session per server per batch) | rpc (one per candidate) | local (stock)
-    builder: str = "persistent"  # persistent | persistent-cut (stragglers dropped) | local (stock LocalBuilder)
+    runner: str = DEFAULT_RUNNER
+    builder: str = DEFAULT_BUILDER
     prewarm: bool = False  # start builder workers during client start-up (pays off with spare cores)
     replica: int = 0  # > 0: an extra search of tasks another shard also tunes, seeded differently
     first_round: str = "random"  # random | evolutionary (stock: TVM's evolution), as the plan resolved "auto"

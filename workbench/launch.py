@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 from . import diskspace, store
+from .client import DEFAULT_BUILDER, DEFAULT_RUNNER
 from .hardware import Hardware, detect, resolve_target, target_spec
 from .models import check_model, load_model
 from .placement import choose_gpus
@@ -27,7 +28,7 @@ SESSIONS = ("persistent", "spawn")
 FIRST_ROUNDS = ("auto", "random", "evolutionary")
 
 
-def plan_run(spec: TuneSpec, hw: Hardware | None = None, runner: str = "rpc-batch", builder: str = "persistent",
+def plan_run(spec: TuneSpec, hw: Hardware | None = None, runner: str = DEFAULT_RUNNER, builder: str = DEFAULT_BUILDER,
              sessions: str = "persistent", first_round: str = "auto") -> dict:
     """Resolve the target, extract the model's tasks and split them into shards (raises SpecError)."""
     if runner not in RUNNERS:
@@ -110,8 +111,8 @@ def start_sweep(run_dir: str, slices: list[int]) -> int:
     return pid
 
 
-def tune(spec: TuneSpec | None = None, *, home: str | None = None, runner: str = "rpc-batch",
-         builder: str = "persistent", sessions: str = "persistent", first_round: str = "auto", **fields) -> Run:
+def tune(spec: TuneSpec | None = None, *, home: str | None = None, runner: str = DEFAULT_RUNNER,
+         builder: str = DEFAULT_BUILDER, sessions: str = "persistent", first_round: str = "auto", **fields) -> Run:
     """Validate and plan `spec` (or TuneSpec(**fields)), start its run in the background, return the Run."""
     spec = spec.replace(**fields) if spec is not None and fields else spec or TuneSpec(**fields)
     plan = plan_run(spec, runner=runner, builder=builder, sessions=sessions, first_round=first_round)

@@ -14,7 +14,7 @@ import time
 import traceback
 
 from . import diskspace, store
-from .client import ShardJob
+from .client import DEFAULT_BUILDER, DEFAULT_RUNNER, ShardJob
 from .events import EventWriter
 from .hardware import GpuInfo, TargetSpec, detect
 from .mps import MpsDaemon
@@ -171,7 +171,7 @@ class Supervisor:
 
     @property
     def local_runner(self) -> bool:
-        return self.plan.get("runner", "rpc-batch") == "local"
+        return self.plan.get("runner", DEFAULT_RUNNER) == "local"
 
     def _tune_stage(self, tuned_at: int) -> None:
         stage_dir = os.path.join(self.run_dir, "stages", str(tuned_at))
@@ -229,7 +229,7 @@ class Supervisor:
                            tasks=shard.tasks, trials=shard.trials, spec=self.spec, target=self.target,
                            tracker=(host, port, key), runner_workers=runner_workers,
                            builder_workers=builder_workers, num_threads=threads,
-                           runner=self.plan.get("runner", "rpc-batch"), builder=self.plan.get("builder", "persistent"),
+                           runner=self.plan.get("runner", DEFAULT_RUNNER), builder=self.plan.get("builder", DEFAULT_BUILDER),
                            prewarm=len(self.cores) >= 4 * len(shards), replica=shard.replica,
                            first_round=self.plan.get("first_round", "random"))
             job_path = os.path.join(stage_dir, f"shard-{shard.index}.json")

@@ -66,6 +66,9 @@ def _remove_artifact(future: concurrent.futures.Future) -> None:
     shutil.rmtree(os.path.dirname(path), ignore_errors=True)
 
 
+DROPPED = "dropped as a straggler"  # in the build error of a candidate the cut gave up on
+
+
 @dataclass(frozen=True)
 class StragglerCut:
     """When a batch stops waiting for its slowest candidates.
@@ -134,7 +137,7 @@ class PersistentBuilder(PyBuilder):
         walls = [g[1] for g in got if g is not None]
         return {"build_s": round(max(walls, default=0.0), 3), "build_max_s": max((x for x in each if x is not None), default=0.0),
                 "build_each_s": each,
-                "build_dropped": sum(bool(r.error_msg and "dropped as a straggler" in r.error_msg) for r in builder_results)}
+                "build_dropped": sum(bool(r.error_msg and DROPPED in r.error_msg) for r in builder_results)}
 
     def _wait(self, futures: list[concurrent.futures.Future]) -> dict[int, str]:
         """Wait as `self.cut` says; the indices of the candidates given up on, with their error messages."""
@@ -149,7 +152,7 @@ class PersistentBuilder(PyBuilder):
         median = statistics.median(finished)
         grace = max(cut.min_s, cut.factor * median)
         _, pending = concurrent.futures.wait(pending, timeout=grace)
-        return {i: f"PersistentBuilder: dropped as a straggler: still building {grace:.1f} s after {enough} of the "
+        return {i: f"PersistentBuilder: {DROPPED}: still building {grace:.1f} s after {enough} of the "
                    f"batch's {n} candidates were built (median {median:.1f} s each)"
                 for i, f in enumerate(futures) if f in pending}
 
