@@ -53,3 +53,74 @@ def test_a_broken_candidate_fails_alone_and_the_chunk_goes_on(tmp_path, cpu_desi
     assert results[0].error_msg is None and results[2].error_msg is None
     assert results[0].run_secs and results[2].run_secs
     assert results[1].run_secs is None and "SessionBatchRunner" in results[1].error_msg
+
+
+def test_batches_handed_over_before_the_servers_are_up_are_queued_not_waited_for(tmp_path, cpu_design_space):
+    """The search goes on while servers start: `run` returns at once, and the queued batch is measured
+    (in order, on the real server) once one registers."""
+    import time
+
+    from tvm.s_tir import meta_schedule as ms
+    from tvm.s_tir.meta_schedule.builder import BuilderInput
+    from tvm.s_tir.meta_schedule.runner import RunnerInput
+
+    from workbench.batch_runner import SessionBatchRunner
+    from workbench.client import evaluator_config
+    from workbench.servers import ServerPool, ServerSpec, count_servers, tracker_summary
+    from workbench.slices import Slice, bind
+    from workbench.tvm_plugins import PersistentBuilder, ServersFirstRunner
+
+    (tmp_path / "logs").mkdir()
+    pool = ServerPool(str(tmp_path), "127.0.0.1", dict(os.environ), "k", "cpu")
+    builder = PersistentBuilder(2)
+    try:
+        pool.start_tracker()
+        host, port = pool.tracker_addr
+
+        def wait() -> None:
+            while count_servers(tracker_summary(host, port), "k") < 1:
+                time.sleep(0.2)
+
+        runner = ServersFirstRunner(SessionBatchRunner(ms.runner.RPCConfig(host, port, "k", 1, 60),
+                                                       evaluator_config("cpu"), 1, 2), wait)
+        mod, target = cpu_design_space
+        args_info = ms.arg_info.ArgInfo.from_prim_func(mod["main"])
+        inputs = [RunnerInput(b.artifact_path, "cpu", args_info) for b in builder.build([BuilderInput(mod, target)] * 2)]
+        t0 = time.monotonic()
+        first, second = runner.run(inputs[:1]), runner.run(inputs[1:])
+        handed_over_s = time.monotonic() - t0
+        assert handed_over_s < 1.0 and not first[0].done() and not second[0].done()
+        pool.wait_servers(pool.start_servers([ServerSpec(0, "k", bind("cpu", Slice(100), sorted(os.sched_getaffinity(0)), 0, None))]))
+        results = [first[0].result(), second[0].result()]
+        third = runner.run(inputs[:1])  # the queue is empty and the server up: straight to the inner runner
+        assert type(third[0]).__name__ != "_QueuedFuture"
+        results.append(third[0].result())
+    finally:
+        builder.shutdown()
+        pool.stop()
+    assert all(r.error_msg is None and r.run_secs for r in results), [r.error_msg for r in results]
+
+
+def test_when_no_server_comes_queued_candidates_fail_with_the_reason_and_later_batches_raise_it(cpu_design_space):
+    import threading
+
+    import pytest
+    from tvm.s_tir import meta_schedule as ms
+    from tvm.s_tir.meta_schedule.runner import RunnerInput
+
+    from workbench.tvm_plugins import ServersFirstRunner
+
+    gave_up = threading.Event()
+
+    def wait() -> None:
+        gave_up.wait(60)
+        raise TimeoutError("only 0 of 1 RPC servers registered")
+
+    mod, _ = cpu_design_space
+    runner = ServersFirstRunner(None, wait)  # never reached: no batch is handed to an inner runner
+    queued = runner.run([RunnerInput("never-built.so", "cpu", ms.arg_info.ArgInfo.from_prim_func(mod["main"]))])
+    gave_up.set()
+    result = queued[0].result()
+    assert result.run_secs is None and "only 0 of 1 RPC servers registered" in result.error_msg
+    with pytest.raises(Exception, match="only 0 of 1"):  # through TVM's FFI it arrives as a RuntimeError
+        runner.run([])

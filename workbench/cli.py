@@ -122,7 +122,8 @@ def format_event(e: dict[str, Any]) -> str | None:
         applied = "" if e.get("slice_applied") else f" NOT SLICED ({e.get('reason')})"
         return f"{at}server {e['server']} ready on {e.get('host', '')}:{e.get('port', '')} {got}{applied}"
     if k == "shard_started":
-        return f"{at}shard {e['shard']}: {len(e['tasks'])} tasks, {e['trials_budget']} trials"
+        took = f", started in {e['startup_s']['total']:.1f} s" if e.get("startup_s") else ""
+        return f"{at}shard {e['shard']}: {len(e['tasks'])} tasks, {e['trials_budget']} trials{took}"
     if k == "task_skipped":
         return f"{at}shard {e['shard']}: task {e['task']} skipped: {e['reason']}"
     if k == "batch":

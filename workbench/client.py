@@ -10,6 +10,7 @@ import json
 import logging
 import os
 import sys
+import time
 from dataclasses import dataclass
 
 from . import store
@@ -112,8 +113,6 @@ def previous_progress(database, contexts) -> tuple[dict[str, int], dict[str, flo
 
 def wait_for_servers(job: ShardJob, timeout: float = 300.0) -> None:
     """Block until the tracker lists the job's servers (a key with no server would hang tuning)."""
-    import time
-
     from .servers import count_servers, tracker_summary
 
     host, port, key = job.tracker
@@ -131,7 +130,26 @@ def wait_for_servers(job: ShardJob, timeout: float = 300.0) -> None:
                        f"{host}:{port} within {timeout:.0f} s")
 
 
+class StartupClock:
+    """Seconds of the client's start-up by phase, from the process's own start (interpreter included)."""
+
+    def __init__(self) -> None:
+        import psutil
+
+        self.last = psutil.Process().create_time()
+        self.marks: dict[str, float] = {}
+
+    def mark(self, phase: str) -> None:
+        now = time.time()
+        self.marks[phase] = round(now - self.last, 2)
+        self.last = now
+
+    def phases(self) -> dict[str, float]:
+        return {**self.marks, "total": round(sum(self.marks.values()), 2)}
+
+
 def run(job: ShardJob) -> int:
+    startup = StartupClock()
     logging.getLogger("tvm.s_tir.meta_schedule").setLevel(logging.WARNING)
     from tvm.s_tir import meta_schedule as ms
 
@@ -139,15 +157,18 @@ def run(job: ShardJob) -> int:
     from .shards import extract_tasks
     from .tvm_plugins import ProgressCallback, make_builder, make_strategy
 
+    startup.mark("import")
     events = EventWriter(job.events_path, f"shard-{job.shard}@{job.tuned_at}")
     os.makedirs(job.work_dir, exist_ok=True)
     builder = make_builder(job.builder, job.builder_workers, timeout_sec=max(30, job.spec.measure_timeout_s))
     if hasattr(builder, "prewarm") and job.prewarm:
         builder.prewarm()
+    startup.mark("builder")
     try:
         target = job.target.build()
         model = load_model(job.spec.model, job.spec.input_shape)
         by_name = {t.task_name: t for t in extract_tasks(model.mod, target)}
+        startup.mark("tasks")
         missing = [n for n in job.tasks if n not in by_name]
         if missing:
             events.emit("error", where=f"shard {job.shard}", message=f"tasks not found in the model: {missing}")
@@ -158,6 +179,7 @@ def run(job: ShardJob) -> int:
 
             events.emit("intrinsics", shard=job.shard, tuned_at=job.tuned_at,
                         **load_family(job.target.kind, store.cache_dir(job.run_dir)))
+            startup.mark("intrinsics")
         contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
             mine, work_dir=job.work_dir, space="post-order-apply",
             strategy=make_strategy(job.spec.strategy, job.first_round),
@@ -181,8 +203,9 @@ def run(job: ShardJob) -> int:
         remaining = max(0, job.trials - sum(done.values()))
         progress = ProgressCallback(events.emit, job.shard, job.tuned_at, job.trials, done, best, builder)
         progress.weights.update({c.task_name: float(w) for c, w in zip(good_ctx, good_w)})
+        startup.mark("design_spaces")
         events.emit("shard_started", shard=job.shard, tuned_at=job.tuned_at, pid=os.getpid(), seed=job.seed,
-                    replica=job.replica,
+                    replica=job.replica, startup_s=startup.phases(),
                     tasks=[c.task_name for c in good_ctx], trials_budget=job.trials, trials_resumed=sum(done.values()))
         if remaining == 0:
             events.emit("shard_finished", shard=job.shard, tuned_at=job.tuned_at, trials_done=sum(done.values()),

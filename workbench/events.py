@@ -12,7 +12,8 @@ Every event has `t` (unix seconds), `kind` and `source`. Kinds and their extra f
 - mps: gpu, started, reason, pipe_dir (one per GPU's MPS control daemon)
 - server_ready: server, tuned_at, slice_percent, slice_applied, reason, sm_count, cores, port
 - shard_planned: shard, tuned_at, tasks, trials_budget, cost
-- shard_started / shard_finished: shard, tuned_at, pid | exit_code, trials_done
+- shard_started / shard_finished: shard, tuned_at, pid, startup_s (seconds by start-up phase) | exit_code,
+  trials_done
 - shard_failed: shard, tuned_at, exit_code, log_tail
 - server_lost: server, tuned_at, exit_code, servers_left, log_tail (measuring goes on on the others)
 - task_skipped: shard, task, reason (a task whose design space cannot be generated)
