@@ -90,16 +90,24 @@ def utilisation(events: list[dict], t0: float, t1: float) -> dict:
 
 
 def phase_breakdown(events: list[dict]) -> dict:
-    """Client-side time by MetaSchedule phase, summed over shards, plus client start-up."""
+    """Client-side time by MetaSchedule phase, summed over shards, plus client start-up (by phase where the
+    client reports it) and when the last RPC server registered (seconds into the run)."""
     out: dict[str, float] = {}
     planned = {e["shard"]: e["t"] for e in events if e["kind"] == "shard_planned"}
     for e in events:
         if e["kind"] == "shard_started":
             out["client_startup"] = out.get("client_startup", 0.0) + e["t"] - planned.get(e["shard"], e["t"])
+            for k, v in (e.get("startup_s") or {}).items():
+                if k != "total":
+                    out[f"client_startup/{k}"] = out.get(f"client_startup/{k}", 0.0) + v
         if e["kind"] == "shard_finished":
             for k, v in (e.get("profile_s") or {}).items():
                 if "/" not in k or k.startswith("EvoSearch/Evolve/Mutation") or k.startswith("EvoSearch/Sample"):
                     out[k] = out.get(k, 0.0) + v
+    started = next((e["t"] for e in events if e["kind"] == "run_started"), None)
+    ready = [e["t"] for e in events if e["kind"] == "server_ready" and isinstance(e.get("server"), int)]
+    if started is not None and ready:
+        out["servers_ready_at"] = max(ready) - started
     return {k: round(v, 2) for k, v in sorted(out.items())}
 
 
