@@ -64,9 +64,10 @@ def main() -> None:
     parser.add_argument("new")
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--out", required=True)
-    parser.add_argument("bench_args", nargs=argparse.REMAINDER, help="after --: arguments of tuning_throughput.py")
-    args = parser.parse_args()
-    bench_args = [a for a in args.bench_args if a != "--"]
+    argv = sys.argv[1:]
+    cut = argv.index("--") if "--" in argv else len(argv)
+    args = parser.parse_args(argv[:cut])
+    bench_args = argv[cut + 1:]  # after --: arguments of tuning_throughput.py
     seeds = [int(s) for s in args.seeds.split(",")]
     sha = {side: subprocess.run(["git", "-C", REPO, "rev-parse", "--short", c], check=True, capture_output=True,
                                 text=True).stdout.strip() for side, c in (("old", args.old), ("new", args.new))}
