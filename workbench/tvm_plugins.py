@@ -11,11 +11,9 @@ from __future__ import annotations
 import concurrent.futures
 import math
 import os
-import queue
 import shutil
 import statistics
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,7 +22,7 @@ from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.meta_schedule.builder import BuilderInput, BuilderResult, PyBuilder
 from tvm.s_tir.meta_schedule.builder.local_builder import _serialize_params, _worker_func
-from tvm.s_tir.meta_schedule.runner import PyRunner, PyRunnerFuture, RunnerResult
+from tvm.s_tir.meta_schedule.runner import PyRunner
 from tvm.s_tir.meta_schedule.search_strategy import PySearchStrategy
 from tvm.support.popen_pool import PopenPoolExecutor
 
@@ -163,70 +161,21 @@ class PersistentBuilder(PyBuilder):
 
 
 @derived_object
-class _QueuedFuture(PyRunnerFuture):
-    """One candidate of a batch that `ServersFirstRunner` queued until the servers were up."""
-
-    def __init__(self, batch: concurrent.futures.Future, index: int) -> None:
-        super().__init__()
-        self.batch = batch
-        self.index = index
-
-    def done(self) -> bool:
-        if not self.batch.done():
-            return False
-        return self.batch.exception() is not None or bool(self.batch.result()[self.index].done())
-
-    def result(self) -> RunnerResult:
-        try:
-            inner = self.batch.result()[self.index]
-        except Exception as err:  # noqa: BLE001 - no server came: every queued candidate fails with the reason
-            return RunnerResult(None, f"ServersFirstRunner: not measured, the RPC servers never came up\n{err}")
-        return inner.result()
-
-
-@derived_object
 class ServersFirstRunner(PyRunner):
-    """Measures through `inner` once `wait()` has returned, and never holds the search up meanwhile.
-
-    The client searches and builds while the RPC servers start (20-28 s into a busy one-client run on the
-    H200 host, 6.5 s on an idle one). A batch handed over before then is queued, in order, on a thread of
-    its own, and TVM's task scheduler goes on to search the next task; its futures resolve once the servers
-    have measured it. After the servers are up (and the queue is empty) batches go straight to `inner`.
-    When `wait()` fails, queued candidates fail with its reason and later batches raise it.
-    """
+    """Runs `inner` once `wait()` has returned: the client searches and builds its first batch while the
+    RPC servers start (13 s on the H200 host), and only measuring waits for them."""
 
     def __init__(self, inner, wait: Callable[[], None]) -> None:
         super().__init__()
         self.inner = inner
-        self.ready: concurrent.futures.Future = concurrent.futures.Future()
-        self.queue: queue.SimpleQueue = queue.SimpleQueue()
-        self.last: concurrent.futures.Future | None = None
-        # a daemon thread: a client that fails before its servers are up must not wait for them to exit
-        threading.Thread(target=self._hand_over, args=(wait,), name="wb-servers-first", daemon=True).start()
-
-    def _hand_over(self, wait: Callable[[], None]) -> None:
-        try:
-            wait()
-            self.ready.set_result(None)
-        except BaseException as err:  # noqa: BLE001 - kept for the queued batches and raised by later runs
-            self.ready.set_exception(err)
-        while True:
-            inputs, batch = self.queue.get()
-            try:
-                self.ready.result()
-                batch.set_result(list(self.inner.run(inputs)))
-            except BaseException as err:  # noqa: BLE001 - the batch's futures report it
-                batch.set_exception(err)
+        self.wait = wait
+        self.ready = False
 
     def run(self, runner_inputs):
-        if self.ready.done() and (self.last is None or self.last.done()):
-            if self.ready.exception() is not None:
-                raise self.ready.exception()
-            return self.inner.run(runner_inputs)
-        batch: concurrent.futures.Future = concurrent.futures.Future()
-        self.queue.put((list(runner_inputs), batch))
-        self.last = batch
-        return [_QueuedFuture(batch, i) for i in range(len(runner_inputs))]
+        if not self.ready:
+            self.wait()
+            self.ready = True
+        return self.inner.run(runner_inputs)
 
 
 def make_builder(kind: str, workers: int, timeout_sec: float):
