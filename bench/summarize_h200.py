@@ -362,6 +362,19 @@ def first_median(row: dict) -> float:
     return statistics.median(x for x in first["latest_us"] if x)
 
 
+def first_round(row: dict) -> dict:
+    """The one-client run's first round: its first batch's build (wall, slowest and median candidate), when the
+    server registered, and the client's seconds in SendToRunner (where it would have waited for the server)."""
+    ev = run_events(row["run"])
+    t0 = ev[0]["t"]
+    first = next(e for e in ev if e["kind"] == "batch")
+    each = [x for x in first["build_each_s"] if x is not None]
+    ready = next(e["t"] - t0 for e in ev if e["kind"] == "server_ready")
+    return {"build_wall_s": round(first["build_s"], 1), "build_max_s": round(max(each), 1),
+            "build_median_s": round(statistics.median(each), 1), "server_ready_s": round(ready, 1),
+            "send_to_runner_s": (row.get("phases_s") or {}).get("SendToRunner")}
+
+
 @functools.cache
 def run_events(run: str) -> list[dict] | None:
     """A run's committed event log, wherever its call's folder put it (None: it stayed on the device).
@@ -556,6 +569,7 @@ def main(out: str = RESULTS) -> None:
     n_per_arm = round(2 * (1.96 + 0.84) ** 2 * (cv / (TOLERANCE - 1)) ** 2)
     idle6 = {r["seed"]: cpu_idle(r) for r in wb6}
     need6 = {r["seed"]: round(r["trials"] / (GOAL["trials_per_s_ratio"] * stock6[r["seed"]]["trials_per_s"]), 1) for r in wb6}
+    fr6 = {r["seed"]: first_round(r) for r in wb6}
     one = next(r for r in seq5 if r["config"].startswith("1x1"))
     slowest = [max(e["build_max_s"] for e in ev if e.get("build_max_s") is not None)
                for ev in (run_events(r["run"]) for r in seq + seq4 + seeds4 + other4 + seq5 + seq6
@@ -610,7 +624,8 @@ def main(out: str = RESULTS) -> None:
                      "wall_s": {str(r["seed"]): r["wall_s"] for r in wb6}, "wall_s_needed_for_5x": need6,
                      "stock_final_latency_cv_one_gpu": round(cv, 3), "runs_per_arm_to_see_3pct": n_per_arm,
                      "candidates_dropped_as_stragglers": sum(drops6), "per_task": tasks6,
-                     "cpu_idle": {str(k): v for k, v in idle6.items()}},
+                     "cpu_idle": {str(k): v for k, v in idle6.items()},
+                     "first_round": {str(k): v for k, v in fr6.items()}},
         "session5": {f"{r['config']} seed {r.get('seed', 0)}": {k: r.get(k) for k in (
             "wall_s", "first_batch_s", "trials_per_s", "trials_per_s_ratio", "final_latency_ms", "final_latency_ratio",
             "time_to_same_latency_reduction", "cpu_util_mean", "gpu_util_mean")} for r in seq5},
@@ -690,13 +705,21 @@ def main(out: str = RESULTS) -> None:
              "these windows (seconds into the run): " + "; ".join(
                  f"seed {r['seed']}: " + ", ".join(f"{a}-{b}" for a, b in idle6[r['seed']]['half_idle_windows'])
                  for r in wb6) + ". In order: the client's start-up (one thread importing TVM, loading the model, "
-             "extracting tasks); waiting for the server, which registers 25-28 s into the run; waiting for the first "
-             "round's measurements before TVM's gradient scheduler picks the next task (one server measures a "
-             "batch's candidates one after another); and the later batches' build tails and cost-model updates. "
-             "What would take it back: start the clients' TVM import and task extraction before the supervisor's "
-             "own; give the servers' start-up the CPU before the clients' builder pools (the server registers in "
-             "6.5 s on an idle machine); and let a task's search start while the previous batch builds and "
-             "measures (a runner whose futures build, then measure). Quality at 5x: replicas of a task that exchange measured records after every batch, so the "
+             "extracting tasks); the first batch's slowest build (" + "; ".join(
+                 f"seed {r['seed']}: {fr6[r['seed']]['build_max_s']} s against a median of "
+                 f"{fr6[r['seed']]['build_median_s']} s, the batch {fr6[r['seed']]['build_wall_s']} s" for r in wb6)
+             + "), which ends after the server has registered (at " + ", ".join(
+                 f"{fr6[r['seed']]['server_ready_s']}" for r in wb6) + " s): the client never waited for the server "
+             "(" + ", ".join(f"{fr6[r['seed']]['send_to_runner_s']}" for r in wb6) + " s in `SendToRunner`); waiting "
+             "for the first round's measurements before TVM's gradient scheduler picks the next task (one server "
+             "measures a batch's candidates one after another); and the later batches' build tails and cost-model "
+             "updates. What would take it back: start the client's TVM import and task extraction before the "
+             "supervisor's own (the client now reports its start-up by phase, `startup_s`, to say which part "
+             "dominates on the H200); and let the next search start while a batch's slowest candidates build and "
+             "it is measured (a builder that hands the runner futures that build, then measure). That overlap is "
+             "only free where the next search does not need this batch's measurements: in the first round, which "
+             "visits every task once; after it the gradient scheduler joins a task's batch before searching that "
+             "task again, as stock does. Quality at 5x: replicas of a task that exchange measured records after every batch, so the "
              "layout that reaches 5x refines as stock does. Checking 3 %: a budget where the search converges "
              "(hundreds of trials per task, where one stock run outlasts a device call: stock would have to resume "
              "from its database across calls) or hundreds of seeds per arm.", "",
