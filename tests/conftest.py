@@ -24,17 +24,40 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(skip)
 
 
-@pytest.fixture
-def cpu_design_space():
-    """(design-space IRModule, target) of mlp-small's first task on this CPU: one real candidate to build."""
-    from tvm.s_tir import meta_schedule as ms
+_DESIGN_SPACE = """
+import sys
+import tvm
+from tvm.s_tir import meta_schedule as ms
+from workbench.hardware import detect, target_spec
+from workbench.intrinsics import load_family
+from workbench.models import load_model
+from workbench.shards import extract_tasks
+
+target = target_spec("cpu", detect()).build()
+load_family("cpu", sys.argv[1])
+task = extract_tasks(load_model("mlp-small").mod, target)[0]
+ctx = ms.TuneContext(mod=task.dispatched[0], target=target, space_generator="post-order-apply",
+                     search_strategy="replay-trace", num_threads=1)
+with open(sys.argv[2], "w") as f:
+    f.write(tvm.ir.save_json(ctx.generate_design_space()[0].mod))
+"""
+
+
+@pytest.fixture(scope="session")
+def cpu_design_space(tmp_path_factory):
+    """(design-space IRModule, target) of mlp-small's first task on this CPU: one real candidate to build.
+
+    Made in a subprocess that registers the CPU's tensor intrinsics from the workbench's cache, as its
+    clients do: TVM's own `import tvm.s_tir.tensor_intrin` parses every family (23 s on an idle 2-core
+    box, 75 s in the loaded suite), and stubbing it in this process would outlive the fixture."""
+    import subprocess
+
+    import tvm
 
     from workbench.hardware import detect, target_spec
-    from workbench.models import load_model
-    from workbench.shards import extract_tasks
 
-    target = target_spec("cpu", detect()).build()
-    task = extract_tasks(load_model("mlp-small").mod, target)[0]
-    ctx = ms.TuneContext(mod=task.dispatched[0], target=target, space_generator="post-order-apply",
-                         search_strategy="replay-trace", num_threads=1)
-    return ctx.generate_design_space()[0].mod, target
+    folder = tmp_path_factory.mktemp("design-space")
+    out = folder / "mod.json"
+    subprocess.run([sys.executable, "-c", _DESIGN_SPACE, str(folder / "cache"), str(out)], cwd=ROOT, check=True,
+                   timeout=300)
+    return tvm.ir.load_json(out.read_text()), target_spec("cpu", detect()).build()
