@@ -7,6 +7,7 @@ import sys
 import time
 
 import numpy as np
+import pandas as pd
 import psutil
 import pytest
 
@@ -119,7 +120,11 @@ def test_nothing_left_running_or_listening(finished_run):
 def test_list_show_and_csv(finished_run, tmp_path):
     home = os.path.dirname(os.path.dirname(finished_run.dir))
     runs = wb.list_runs(home)
-    assert finished_run.id in list(runs.id) and runs.set_index("id").loc[finished_run.id, "status"] == "done"
+    row = runs.set_index("id").loc[finished_run.id]
+    assert row["status"] == "done"
+    started = row["started"]  # local time to the second, as the run id (made a moment before) has it
+    assert started.nanosecond == started.microsecond == 0
+    assert 0 <= (started - pd.to_datetime(finished_run.id[:15], format="%Y%m%d-%H%M%S")).total_seconds() < 120
     out = subprocess.run([sys.executable, "-m", "workbench", "--home", home, "show", finished_run.id[:15]],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and "done" in out.stdout and "shards:" in out.stdout, out.stderr

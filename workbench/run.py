@@ -314,7 +314,7 @@ class Run:
         return {"id": self.id, "model": self.spec.model, "target": self.plan.get("target", {}).get("kind"),
                 "slices": ",".join(map(str, self.spec.slices)), "servers": self.spec.servers,
                 "shards": self.spec.shards, "trials": self.spec.trials, "status": self.status,
-                "started": pd.to_datetime(started[0]["t"], unit="s") if started else None,
+                "started": pd.Timestamp.fromtimestamp(int(started[0]["t"])) if started else None,  # local, as run ids
                 "wall_s": round(fin["t"] - started[0]["t"], 1) if fin and started else None}
 
     def __repr__(self) -> str:
