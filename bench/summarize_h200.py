@@ -365,13 +365,10 @@ def first_median(row: dict) -> float:
 def first_round(row: dict) -> dict:
     """The one-client run's first round: its first batch's build (wall, slowest and median candidate), when the
     server registered, and the client's seconds in SendToRunner (where it would have waited for the server)."""
-    ev = run_events(row["run"])
-    t0 = ev[0]["t"]
-    first = next(e for e in ev if e["kind"] == "batch")
+    first = next(e for e in run_events(row["run"]) if e["kind"] == "batch")
     each = [x for x in first["build_each_s"] if x is not None]
-    ready = next(e["t"] - t0 for e in ev if e["kind"] == "server_ready")
     return {"build_wall_s": round(first["build_s"], 1), "build_max_s": round(max(each), 1),
-            "build_median_s": round(statistics.median(each), 1), "server_ready_s": round(ready, 1),
+            "build_median_s": round(statistics.median(each), 1), "server_ready_s": round(server_ready_s([row])[0], 1),
             "send_to_runner_s": (row.get("phases_s") or {}).get("SendToRunner")}
 
 
