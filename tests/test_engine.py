@@ -182,3 +182,32 @@ def test_views_inside_consistent_read_one_set_of_events(finished_run, tmp_path):
         EventWriter(str(copy / "events.jsonl"), "test").emit("phase", phase="late")
         assert run.event_count == before and len(run.event_list()) == before and run.status == "done"
     assert run.event_count == before + 1
+
+
+def test_finish_keeps_what_was_found_and_resume_of_a_done_run_does_nothing(tmp_path):
+    spec = wb.TuneSpec(model="mlp-small", shards=1, servers=1, slices=(100, 50), trials=400, trials_per_batch=4)
+    run = wb.tune(spec, home=str(tmp_path))
+    seen = 0
+    for event in run.follow(timeout=300):
+        seen += event["kind"] == "batch"
+        if seen == 2:
+            break
+    assert run.finish() == "running"
+    assert run.wait(timeout=300) == "done", run.message
+    assert "finished early" in run.message
+    res = run.results
+    assert list(res.tuned_at) == [100] and bool(res.match.iloc[0]) and bool(res.finished_early.iloc[0])
+    assert 2 * spec.trials_per_batch <= res.trials_measured.iloc[0] < spec.trials
+    assert os.path.exists(os.path.join(run.dir, "stages", "100", "tuned.so"))
+    assert [e["tuned_at"] for e in run.event_list("stage_skipped")] == [50]
+    assert run.progress().state.tolist() == ["finished"]
+    with pytest.raises(wb.SpecError):
+        run.finish()  # nothing left to finish
+    before = run.event_count
+    again = wb.resume(run.id, home=str(tmp_path))
+    time.sleep(1.0)
+    assert again.status == "done" and again.event_count == before
+    out = subprocess.run([sys.executable, "-m", "workbench", "--home", str(tmp_path), "resume", run.id],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "already done" in out.stdout and "nothing to resume" in out.stdout, out.stderr
+    assert wb.open_run(run.id, str(tmp_path)).event_count == before

@@ -5,6 +5,7 @@ import sys
 
 import pytest
 
+from workbench.budget import plan_budget
 from workbench.shards import TaskInfo, plan_shards, split_budget
 from workbench.spec import Slice, SpecError, TuneSpec, parse_slices, parse_tracker
 
@@ -71,10 +72,19 @@ def test_sharding_balances_cost_and_splits_budget():
         plan_shards(tasks, 5, 100, per_task=32)  # a replica needs a batch of its own: 100 // 32 = 3 < 5
     assert err.value.field == "shards" and "from 1 to 4" in str(err.value) and "(4)" in str(err.value)
     assert split_budget(10, [1.0, 0.0, 0.0], [1, 1, 1]) == [8, 1, 1]
-    # every task gets at least one batch, however small its cost share (ResNet-18 in 8 shards left 6 untuned)
-    many = [TaskInfo(f"big{i}", 1, 1000.0, 0) for i in range(3)] + [TaskInfo(f"tiny{i}", 1, 1.0, 0) for i in range(8)]
-    planned = plan_shards(many, 4, 80, per_task=8)
-    assert all(s.trials >= 8 * len(s.tasks) for s in planned) and sum(s.trials for s in planned) == 88
+    # every tuned task gets at least one batch, however small its cost share (ResNet-18 in 8 shards left 6
+    # untuned); a budget without a batch for every task tunes the costliest and leaves the rest on their
+    # default schedule, instead of growing past what the user set (80 trials, not 88)
+    many = [TaskInfo(f"big{i}", 1, 1000.0, 0) for i in range(3)] + [TaskInfo(f"tiny{i}", 1, 1.0 + i, 0) for i in range(8)]
+    budget = plan_budget(many, TuneSpec(trials=80, trials_per_batch=8, shards=4))
+    assert budget.default == ("tiny0",) and len(budget.tuned) == 10 and budget.trials == 80
+    by_name = {t.name: t for t in many}
+    planned = plan_shards([by_name[n] for n in budget.tuned], 4, 80, per_task=8, defaults=[by_name["tiny0"]])
+    assert all(s.trials >= 8 * len(s.tasks) for s in planned) and sum(s.trials for s in planned) == 80
+    assert all(s.trials % 8 == 0 for s in planned) and sum(len(s.measure) for s in planned) == 1
+    with pytest.raises(SpecError) as err:
+        plan_shards(many, 4, 80, per_task=8)  # 11 tasks cannot each have a batch of 8 in 80 trials
+    assert err.value.field == "trials"
     assert sum(split_budget(7, [0.3, 0.3, 0.4], [1, 1, 1])) == 7
 
 
@@ -99,7 +109,7 @@ def test_unknown_model_and_k_above_task_count_refused_before_launch(tmp_path):
         launch.plan_run(TuneSpec(model="no-such-model"))
     assert err.value.field == "model" and "mlp-small" in str(err.value)
     with pytest.raises(SpecError) as err:
-        launch.tune(TuneSpec(model="mlp-small", shards=3, trials=8), home=str(tmp_path))
+        launch.tune(TuneSpec(model="mlp-small", shards=17, trials=64), home=str(tmp_path))  # 2 tasks x 8 replicas
     assert err.value.field == "shards"
     assert not (tmp_path / "runs").exists() or not list((tmp_path / "runs").iterdir())
 
@@ -117,7 +127,7 @@ def _cli(*args, home):
     (["tune", "--trials", "many"], "--trials: must be a whole number"),
     (["tune", "--model", "nope"], "model"),
     (["tune", "--model", "/nonexistent/model.onnx"], "model"),
-    (["tune", "--shards", "3", "--trials", "8"], "shards"),
+    (["tune", "--shards", "17", "--trials", "64"], "shards"),
     (["tune", "--target", "cuda"], "target"),
     (["tune", "--first-round", "greedy"], "first_round: must be one of auto, random, evolutionary"),
     (["show", "no-such-run"], "run"),

@@ -18,9 +18,10 @@ import pytest
 import workbench
 from fake_engine import SWEEP, make_run
 from widgets import Panel, recommend_tuning_slice, slowdown_matrix
-from widgets.analysis import downsample, phase_spans
-from widgets.figures import make_sweep_figure, update_sweep_figure
+from widgets.analysis import downsample, fmt_us, phase_spans, time_unit
+from widgets.figures import CURVE_TITLE, make_live_figure, make_sweep_figure, update_live_figure, update_sweep_figure
 from widgets.form import ONNX
+from widgets.tasks import plan_line, short_task, sort_tasks, top_tasks
 
 ROOT = Path(__file__).resolve().parents[1]
 PUBLIC = {"TuneSpec", "SpecError", "tune", "open_run", "list_runs", "list_models", "detect_hardware", "Run",
@@ -32,6 +33,15 @@ SPEC_CONSTANTS = {"TARGETS", "COST_MODELS", "STRATEGIES", "parse_slices", "DEFAU
 def home(tmp_path, monkeypatch) -> str:
     monkeypatch.setenv("WORKBENCH_HOME", str(tmp_path))
     return str(tmp_path)
+
+
+@pytest.fixture
+def sleeper():
+    """A sleeping process group of our own: the 'supervisor' of a fake run that looks alive."""
+    proc = subprocess.Popen(["sleep", "120"], start_new_session=True)
+    yield proc
+    proc.kill()
+    proc.wait()
 
 
 # -- import rules ------------------------------------------------------------------------------------
@@ -214,8 +224,12 @@ def test_attached_finished_run_with_sweep(home, tmp_path) -> None:
     assert snap["sweep_z"] == [[1.10, 0.55, 0.36], [1.50, 0.58, 0.30]]
     assert snap["recommended"] == 50 and "Tune at 50%" in snap["recommendation"]
     assert "Recommended tuning slice: 50%" in p._recommendation.value
-    assert snap["buttons"] == {"tune": True, "stop": False, "sweep": True, "export": True}
-    assert snap["results_rows"] == 2 and "<table" in p._results.value
+    assert snap["buttons"] == {"tune": True, "stop": False, "finish": False, "sweep": True, "export": True}
+    assert snap["results_rows"] == 2 and "<table" in p._results.value and "kept_default" in p._results.value
+    # two tasks: both drawn, both in the table, nothing left over
+    assert p.live_figure.layout.annotations[0].text == CURVE_TITLE
+    assert [r["task"] for r in snap["tasks"]] == ["fused_matmul_add_relu", "fused_matmul1_add1"]
+    assert snap["tasks_more"] == "" and snap["plan"].startswith("plan: tuning all 2 tasks: 8 trials in batches of 2")
     assert p.controls["slices"].value == [50, 100] and p.controls["shards"].value == 2
     paths = p.export_csv(str(tmp_path / "csv"))
     assert len(paths) == 5 and all(os.path.exists(x) for x in paths)
@@ -317,3 +331,182 @@ def test_live_figure_has_a_utilisation_trace_per_gpu() -> None:
                            now=103.0)
     per_gpu = {tr.name: list(tr.y) for tr in fig.data if tr.name and tr.name.endswith("SM %")}
     assert per_gpu == {"GPU0 SM %": [1.0, 2.0, 3.0], "GPU1 SM %": [4.0, 5.0, 6.0]}
+
+
+# -- many tasks: Finish, the task table, the top-task curves, the plan line ---------------------------------
+
+def test_time_and_name_helpers() -> None:
+    assert fmt_us(5.0) == "5.0 us" and fmt_us(1234.5) == "1.234 ms" and fmt_us(float("nan")) == "-"
+    assert fmt_us(5.0, "ms") == "0.005 ms" and fmt_us(1500.0, "us") == "1500.0 us"
+    assert time_unit([3.0, None, 999.0]) == "us" and time_unit([3.0, 1000.0]) == "ms" and time_unit([]) == "us"
+    with pytest.raises(ValueError):
+        fmt_us(1.0, "s")
+    long = "fused_reshape_transpose_matmul_add_multiply_14"
+    assert short_task("fused_dense") == "fused_dense"
+    cut = short_task(long, 30)
+    assert len(cut) == 30 and "…" in cut and cut.endswith("multiply_14") and cut.startswith("fused_reshape")
+
+
+def test_plan_line() -> None:
+    budget = {"trials": 96, "batch": 16, "trials_per_task": None, "tasks_total": 62, "tasks_tuned": 12,
+              "tasks_default": 50, "selection": "FLOPs x weight"}
+    assert plan_line(budget) == ("tuning 12 of 62 tasks (the rest keep their default schedule): 96 trials in "
+                                 "batches of 16; tasks chosen by FLOPs x weight")
+    assert plan_line({**budget, "tasks_tuned": 62, "tasks_default": 0, "trials_per_task": 8}) == \
+        "tuning all 62 tasks: 96 trials in batches of 16; at most 8 per task"
+    assert plan_line(budget, active=False).startswith("plan: tuning 12 of 62 tasks")
+    assert plan_line(None) == "" and plan_line({}) == ""
+
+
+def test_finish_button_ends_tuning_of_a_live_run(home, sleeper, monkeypatch) -> None:
+    calls: list[str] = []
+
+    def finish(self) -> str:  # as the engine's, without signalling our sleeping 'supervisor'
+        calls.append(self.id)
+        time.sleep(0.2)  # it blocks a little: the panel must run it in the executor
+        with open(os.path.join(self.dir, "events.jsonl"), "a") as f:
+            f.write(json.dumps({"t": time.time(), "kind": "finish_requested", "source": "run"}) + "\n")
+        return self.status
+
+    monkeypatch.setattr(workbench.Run, "finish", finish)
+    done = Panel(make_run(home, run_id="done-run"))
+    assert done.snapshot()["buttons"]["finish"] is False  # a finished run: nothing to finish
+    assert done.controls["finish"].tooltip == "end tuning now and compile, verify and time the best model so far"
+    assert "wb-finish" in done.controls["finish"]._dom_classes
+    done.close()
+
+    p = Panel(make_run(home, finished=False, live_pid=sleeper.pid, tasks=60, tuned=12, slices=(100,),
+                       run_id="live-run"))
+    snap = p.snapshot()
+    assert snap["run_status"] == "running" and snap["buttons"]["finish"] and snap["buttons"]["stop"]
+    assert "finishing" not in snap["status"]
+
+    async def click_finish() -> None:
+        p.controls["finish"].click()
+        await asyncio.sleep(0.05)  # the action task starts; Run.finish runs in the executor
+        assert p._busy == "finishing" and p.snapshot()["buttons"]["finish"] is False
+        await asyncio.gather(*p._actions)
+
+    asyncio.run(click_finish())
+    assert calls == ["live-run"]
+    snap = p.snapshot()
+    assert snap["run_status"] == "running" and "finishing: compiling, verifying and timing" in snap["status"]
+    assert snap["buttons"]["finish"] is False and snap["buttons"]["stop"]  # asked once; Stop still stops
+    assert sleeper.poll() is None  # Finish is not Stop: the run goes on to compile
+    p.close()
+
+    # Panel.finish (plain Python), and a run on which Finish was asked already
+    q = Panel(make_run(home, finished=False, live_pid=sleeper.pid, run_id="live-run-2"))
+    assert q.snapshot()["buttons"]["finish"]
+    assert q.finish() == "running" and calls == ["live-run", "live-run-2"]
+    assert q.snapshot()["buttons"]["finish"] is False
+    q.close()
+    r = Panel(make_run(home, finished=False, live_pid=sleeper.pid, finish_requested=True, run_id="asked"))
+    assert r.snapshot()["buttons"]["finish"] is False and "finishing" in r.snapshot()["status"]
+    r.close()
+
+
+def _shares(rows: list[dict]) -> list[float]:
+    return [float(r["share"].split()[0]) if r["share"] != "-" else -1.0 for r in rows]
+
+
+def test_task_table_of_a_60_task_run(home) -> None:
+    p = Panel(make_run(home, tasks=60, tuned=12, slices=(100,)))
+    tasks = p.run.tasks()
+    assert len(tasks) == 60
+    snap = p.snapshot()
+    rows = snap["tasks"]
+    assert len(rows) == 15
+    by_share = tasks.sort_values("share", ascending=False)
+    assert [r["task"] for r in rows] == by_share["task"].head(15).tolist()
+    assert _shares(rows) == sorted(_shares(rows), reverse=True) and _shares(rows)[0] > 10
+    rest = 100 * by_share["share"].iloc[15:].sum()
+    assert snap["tasks_more"] == f"… and 45 more tasks ({rest:.1f} % of the time)"
+    # one unit per table (these tasks take milliseconds), speedup = default / best
+    assert {r[c].split()[-1] for r in rows for c in ("default", "best") if r[c] != "-"} == {"ms"}
+    top = by_share.iloc[0]
+    assert rows[0]["speedup"] == f"{top.default_us / top.best_us:.2f}x"
+    kept = [r for r in rows if r["state"] == "tuned (default kept)"]
+    assert kept and all(float(r["speedup"][:-1]) < 1 for r in kept)
+    assert {r["state"] for r in rows} >= {"tuned", "default"}
+    value = p.task_table.view.value
+    assert "<table class='wb-tasks'" in value and value.count("<tr>") == 16 and "wb-tasks-more" in value
+    long = next(r["task"] for r in rows if len(r["task"]) > 34)
+    assert f"title='{long}'" in value and f">{short_task(long)}<" in value and f">{long}<" not in value
+
+    sort = p.task_table.sort
+    assert sort.value == "share" and [label for label, _ in sort.options] == \
+        ["share of time", "default time", "best time", "trials", "state"]
+    sort.value = "best_us"
+    best = p.snapshot()["tasks"]
+    assert best[0]["task"] == tasks.loc[tasks.best_us.idxmax(), "task"]
+    assert p.snapshot()["tasks_more"].startswith("… and 45 more tasks")
+    sort.value = "trials"
+    assert [r["trials"] for r in p.snapshot()["tasks"]][:11] == ["4"] * 11
+    sort.value = "state"
+    states = [r["state"].split()[0] for r in p.snapshot()["tasks"]]
+    assert states[0] == "tuned" and states == sorted(states, key=["tuned", "default"].index)
+    sort.value = "default_us"
+    defaults = [float(r["default"].split()[0]) for r in p.snapshot()["tasks"]]
+    assert defaults == sorted(defaults, reverse=True)
+    sort.value = "share"
+
+    # redrawn only when Run.tasks() changes
+    renders = p.task_table.renders
+    p.refresh(force=True)
+    assert p.task_table.renders == renders
+    first = rows[0]["task"]
+    with open(os.path.join(p.run.dir, "events.jsonl"), "a") as f:
+        f.write(json.dumps({"t": time.time(), "kind": "batch", "source": "shard0", "shard": 0, "tuned_at": 100,
+                            "task": first, "task_id": 0, "weight": 1, "flop": 1000, "batch_size": 2,
+                            "trials_done": 6, "trials_budget": 24, "shard_trials_done": 26, "latest_us": [10.0],
+                            "best_us": 10.0, "best_gflops": 1.0, "build_errors": 0, "run_errors": 0,
+                            "est_shard_us": 10.0, "shard_tasks_measured": 6, "shard_tasks": 6}) + "\n")
+    p.refresh(force=True)
+    assert p.task_table.renders == renders + 1
+    row = p.snapshot()["tasks"][0]
+    assert row["task"] == first and row["best"] == "0.010 ms" and row["trials"] == "6"
+    p.close()
+
+
+def test_sort_tasks_puts_unknown_last() -> None:
+    df = pd.DataFrame({"task": ["a", "b", "c"], "state": ["default", "tuning", "skipped"],
+                       "share": [0.5, float("nan"), 0.2], "best_us": [float("nan"), 3.0, 1.0]})
+    assert sort_tasks(df, "share").task.tolist() == ["a", "c", "b"]
+    assert sort_tasks(df, "best_us").task.tolist() == ["b", "c", "a"]
+    assert sort_tasks(df, "state").task.tolist() == ["b", "a", "c"]
+
+
+def _task_traces(fig) -> list:
+    return [tr for tr in fig.data if isinstance(tr.meta, str) and tr.meta.startswith("task") and tr.x]
+
+
+def test_live_figure_draws_the_top_five_tasks(home) -> None:
+    p = Panel(make_run(home, tasks=60, tuned=12, slices=(100,)))
+    tasks = p.run.tasks()
+    drawn = _task_traces(p.live_figure)
+    assert len(drawn) == 5
+    measured = tasks[tasks.best_us.notna()].sort_values("share", ascending=False)
+    expected = measured["task"].head(5).tolist()
+    assert p.snapshot()["task_traces"] == {100: expected}
+    assert [tr.name for tr in drawn] == [f"{short_task(t, 28)} @100%" for t in expected]
+    assert all(tr.showlegend for tr in drawn)
+    assert sum(1 for tr in p.live_figure.data if tr.name and tr.name.startswith("model estimate")) == 1
+    curve_keys = [k for k in p.snapshot()["curve_points"] if not k.startswith("model")]
+    assert curve_keys == [f"{t} @100%" for t in expected]
+    assert p.live_figure.layout.annotations[0].text == \
+        f"{CURVE_TITLE} - 5 of 60 tasks drawn (the top by share of time); 55 not drawn"
+    p.close()
+
+
+def test_top_tasks_without_shares_rank_by_best_times_weight() -> None:
+    curve = pd.DataFrame({"t": range(8), "tuned_at": [100] * 8, "shard": [0] * 8, "trials": range(1, 9),
+                          "task": [f"t{i}" for i in range(8)], "best_us": [10.0, 9, 8, 7, 6, 5, 4, 3],
+                          "est_model_us": [1.0] * 8})
+    tasks = pd.DataFrame({"tuned_at": [100] * 8, "task": [f"t{i}" for i in range(8)], "share": [float("nan")] * 8,
+                          "weight": [1, 1, 1, 1, 1, 1, 1, 10]})
+    assert top_tasks(tasks, curve) == {100: ["t7", "t0", "t1", "t2", "t3"]}  # t7: 3 us x 10
+    assert top_tasks(pd.DataFrame(), curve) == {100: ["t0", "t1", "t2", "t3", "t4"]}
+    fig = make_live_figure()  # without a ranking (an engine without Run.tasks): the five slowest
+    update_live_figure(fig, curve, pd.DataFrame(), pd.DataFrame(), None)
+    assert sorted(tr.name for tr in _task_traces(fig)) == [f"t{i} @100%" for i in range(5)]

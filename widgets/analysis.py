@@ -108,9 +108,22 @@ def fmt_seconds(seconds: float | None) -> str:
     return f"{s // 3600} h {(s % 3600) // 60:02d} min"
 
 
-def fmt_us(us: float | None) -> str:
-    """Microseconds as '0.9 us' / '1.234 ms' ('-' when unknown)."""
-    if us is None or (isinstance(us, float) and math.isnan(us)):
-        return "-"
-    return f"{us / 1000:.3f} ms" if us >= 1000 else f"{us:.1f} us"
+def _missing(v: object) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v))
 
+
+def time_unit(values: "list[float | None] | pd.Series") -> str:
+    """'ms' when the largest known value is at least 1000 us, else 'us' (one unit for a whole column)."""
+    known = [float(v) for v in values if not _missing(v)]
+    return "ms" if known and max(known) >= 1000 else "us"
+
+
+def fmt_us(us: float | None, unit: str | None = None) -> str:
+    """Microseconds as '0.9 us' / '1.234 ms' ('-' when unknown); `unit` ('us' or 'ms') forces the unit,
+    so that a column of times reads in one unit (see `time_unit`)."""
+    if _missing(us):
+        return "-"
+    unit = unit or ("ms" if us >= 1000 else "us")
+    if unit not in ("us", "ms"):
+        raise ValueError(f"unit must be 'us' or 'ms', got {unit!r}")
+    return f"{us / 1000:.3f} ms" if unit == "ms" else f"{us:.1f} us"

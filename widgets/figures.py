@@ -14,8 +14,10 @@ from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
 from .analysis import Recommendation, downsample, phase_spans
+from .tasks import MAX_TASK_TRACES, short_task
 
 PALETTE = qualitative.Plotly
+TASK_DASHES = ("solid", "dot", "dash", "dashdot", "longdash")
 PHASE_COLORS = {"planning": "#9e9e9e", "servers": "#8d6e63", "tuning": "#42a5f5", "merging": "#ab47bc",
                 "compiling": "#ffa726", "verifying": "#26a69a", "timing": "#66bb6a", "sweeping": "#ec407a",
                 "done": "#9e9e9e"}
@@ -64,15 +66,19 @@ def reset_live_figure(fig: go.FigureWidget) -> None:
         for tr in fig.data:
             tr.x, tr.y = [], []
         fig.layout.shapes = []
+        fig.layout.annotations[0].text = CURVE_TITLE
         fig.layout.annotations[1].text = UTIL_TITLE
 
 
-def _curve_traces(curve: pd.DataFrame, max_points: int, shards: dict[int, int] | None = None) -> list[dict]:
-    """Trace specs (name, group, x, y, ...) for the curves of `Run.best_curve()`.
+def _curve_traces(curve: pd.DataFrame, max_points: int, shards: dict[int, int] | None = None,
+                  top: dict[int, list[str]] | None = None) -> list[dict]:
+    """Trace specs (key, name, group, x, y, ...) for the curves of `Run.best_curve()`.
 
     The model estimate sums the latest estimate of every shard, so it is only drawn from the batch on
     which every shard of the slice (`shards[tuned_at]`) has reported; before that it would jump up as
     shards join. If that never happens (a shard failed) the partial sums are drawn, and named so.
+    Of the tasks only those in `top[tuned_at]` are drawn (default: the MAX_TASK_TRACES slowest by best
+    latency), each in its own slot trace (key task<i>@<slice>), so the figure never holds more traces.
     """
     if curve is None or not len(curve):
         return []
@@ -88,49 +94,65 @@ def _curve_traces(curve: pd.DataFrame, max_points: int, shards: dict[int, int] |
         partial = len(firsts) < need
         complete = model if partial else model.iloc[firsts[need - 1]:]
         model = downsample(model if partial else complete, max_points)
-        out.append({"name": f"model estimate @{stage}%", "group": f"model{stage}", "x": model["trials"].tolist(),
+        name = f"model estimate @{stage}%"
+        out.append({"key": name, "name": name, "group": f"model{stage}", "x": model["trials"].tolist(),
                     "y": model["est_model_us"].tolist(), "color": color, "width": 3, "opacity": 1.0,
-                    "showlegend": True, "hover": "model estimate",
-                    "legend_name": f"model estimate @{stage}%" + (" (partial: not all shards reported)"
-                                                                   if partial else "")})
-        for i, (task, tc) in enumerate(sorted(sc.groupby("task"), key=lambda kv: kv[0])):
-            tc = downsample(tc.sort_values("t", kind="stable"), max_points)
-            out.append({"name": f"{task} @{stage}%", "group": f"tasks{stage}", "x": tc["trials"].tolist(),
-                        "y": tc["best_us"].tolist(), "color": color, "width": 1, "opacity": 0.45,
-                        "showlegend": i == 0, "legend_name": f"tasks @{stage}% (best per task)",
-                        "hover": task})
+                    "dash": "solid", "showlegend": True, "hover": "model estimate",
+                    "legend_name": name + (" (partial: not all shards reported)" if partial else "")})
+        chosen = (top or {}).get(stage)
+        if chosen is None:
+            slowest = sc.groupby("task")["best_us"].min().sort_values(ascending=False, kind="stable")
+            chosen = list(slowest.index[:MAX_TASK_TRACES])
+        for i, task in enumerate(chosen[:MAX_TASK_TRACES]):
+            tc = downsample(sc[sc["task"] == task].sort_values("t", kind="stable"), max_points)
+            out.append({"key": f"task{i}@{stage}", "name": f"{task} @{stage}%", "group": f"tasks{stage}",
+                        "x": tc["trials"].tolist(), "y": tc["best_us"].tolist(), "color": color, "width": 1.5,
+                        "opacity": 0.6, "dash": TASK_DASHES[i % len(TASK_DASHES)], "showlegend": True,
+                        "legend_name": f"{short_task(task, 28)} @{stage}%", "hover": task})
     return out
 
 
 def update_live_figure(fig: go.FigureWidget, curve: pd.DataFrame, telemetry: pd.DataFrame,
                        phases: pd.DataFrame, t0: float | None, gpu_note: str = "", max_points: int = 300,
-                       now: float | None = None, shards: dict[int, int] | None = None) -> dict[str, int]:
-    """Bring the live figure up to date; returns {trace name: points} for the curve traces.
+                       now: float | None = None, shards: dict[int, int] | None = None,
+                       top: dict[int, list[str]] | None = None, note: str = "") -> dict[str, int]:
+    """Bring the live figure up to date; returns {trace name: points} for the curve traces drawn.
 
-    `shards` maps each tuning slice to its number of shards (from `Run.progress()`).
+    `shards` maps each tuning slice to its number of shards (from `Run.progress()`); `top` the tasks to
+    draw per slice (see `tasks.top_tasks`); `note` goes after the curve plot's title (tasks not drawn).
     """
     now = time.time() if now is None else now
-    specs = _curve_traces(curve, max_points, shards)
+    specs = _curve_traces(curve, max_points, shards, top)
     index = {tr.meta: i for i, tr in enumerate(fig.data) if isinstance(tr.meta, str)}
-    for spec in specs:  # adding traces cannot be batched; it happens once per task
-        if spec["name"] not in index:
+    for spec in specs:  # adding traces cannot be batched; it happens once per slot
+        if spec["key"] not in index:
             fig.add_trace(go.Scatter(
-                name=spec.get("legend_name", spec["name"]), meta=spec["name"], mode="lines+markers",
-                legendgroup=spec["group"], showlegend=spec["showlegend"], opacity=spec["opacity"],
-                line=dict(color=spec["color"], width=spec["width"], shape="hv"), marker=dict(size=4),
-                hovertemplate=f"{spec['hover']}<br>%{{x}} trials: %{{y:.2f}} us<extra>@{spec['name'].split('@')[-1]}</extra>",
-                x=[], y=[]), row=1, col=1)
-            index[spec["name"]] = len(fig.data) - 1
+                name=spec["legend_name"], meta=spec["key"], mode="lines+markers", legendgroup=spec["group"],
+                showlegend=spec["showlegend"], opacity=spec["opacity"], marker=dict(size=4),
+                line=dict(color=spec["color"], width=spec["width"], shape="hv", dash=spec["dash"]), x=[], y=[]),
+                row=1, col=1)
+            index[spec["key"]] = len(fig.data) - 1
     counts = {}
+    used = {spec["key"] for spec in specs}
     with fig.batch_update():
         for spec in specs:
-            tr = fig.data[index[spec["name"]]]
+            tr = fig.data[index[spec["key"]]]
             counts[spec["name"]] = len(spec["x"])
+            hover = f"{spec['hover']}<br>%{{x}} trials: %{{y:.2f}} us<extra>@{spec['name'].split('@')[-1]}</extra>"
+            if tr.hovertemplate != hover:  # a slot's task changes when the ranking does
+                tr.hovertemplate = hover
+            if tr.name != spec["legend_name"]:
+                tr.name = spec["legend_name"]
             if _same(tr.x, spec["x"]) and _same(tr.y, spec["y"]):
                 continue  # most batches touch one task: leave the others alone (validation is not free)
             tr.x, tr.y = spec["x"], spec["y"]
             tr.showlegend = spec["showlegend"]
-            tr.name = spec.get("legend_name", spec["name"])
+        for key, i in index.items():  # slots no longer needed (fewer tasks ranked than before)
+            if key not in used and (key.startswith("task") or key.startswith("model")) and fig.data[i].x:
+                fig.data[i].x, fig.data[i].y, fig.data[i].showlegend = [], [], False
+        title = CURVE_TITLE + note
+        if fig.layout.annotations[0].text != title:
+            fig.layout.annotations[0].text = title
         _update_telemetry(fig, telemetry, phases, t0, gpu_note, max_points * 2, now)
     return counts
 

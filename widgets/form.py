@@ -109,7 +109,7 @@ class TuneForm:
                                   layout=W.Layout(width="360px")),
             "servers": W.IntText(value=d.servers, layout=W.Layout(width="90px")),
             "shards": W.IntText(value=d.shards, layout=W.Layout(width="90px")),
-            "trials": W.IntText(value=d.trials, layout=W.Layout(width="110px")),
+            "trials": W.IntText(value=d.slice_trials(1), layout=W.Layout(width="110px")),
             "trials_per_batch": W.IntText(value=d.trials_per_batch, layout=W.Layout(width="90px")),
             "cost_model": W.Dropdown(options=list(COST_MODELS), value=d.cost_model, layout=W.Layout(width="120px")),
             "strategy": W.Dropdown(options=list(STRATEGIES), value=d.strategy, layout=W.Layout(width="150px")),

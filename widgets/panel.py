@@ -3,8 +3,8 @@
 The panel never blocks the kernel. Live updates come from one asyncio task on the kernel's loop,
 created with an empty `contextvars.Context()` so its widget messages follow the cell that is running
 now (a copied context would pin them to the cell that started the task, and nbclient drops those).
-Blocking engine calls (`workbench.tune`, `Run.stop`, `Run.start_sweep`) run in the loop's executor
-when a loop is running, synchronously otherwise (plain Python, tests).
+Blocking engine calls (`workbench.tune`, `Run.stop`, `Run.finish`, `Run.start_sweep`) run in the loop's
+executor when a loop is running, synchronously otherwise (plain Python, tests).
 
 `refresh()` is synchronous and does all the work, so tests can drive the panel without a kernel.
 """
@@ -31,11 +31,14 @@ from .analysis import fmt_seconds, recommend_tuning_slice
 from .figures import make_live_figure, make_sweep_figure, reset_live_figure, update_live_figure, update_sweep_figure
 from .form import FIELD_CONTROL, SPEC_FIELDS, TuneForm
 from .progress import ShardBars
+from .tasks import TaskTable, finish_requested, plan_html, top_tasks, trace_note
 
 MAX_HZ = 4.0
 PERSIST_EVERY_S = 15.0
 ACTIVE = ("running", "starting")
-RESULT_COLUMNS = ("tuned_at", "tuned_ms", "untuned_ms", "speedup", "match", "tasks_tuned", "tasks_total", "records")
+RESULT_COLUMNS = ("tuned_at", "tuned_ms", "untuned_ms", "speedup", "match", "tasks_tuned", "tasks_total",
+                  "kept_default", "records")
+BUTTONS = ("tune", "stop", "finish", "sweep", "export")
 
 _PANELS: "weakref.WeakSet[Panel]" = weakref.WeakSet()
 _CURRENT: list["Panel"] = []
@@ -73,12 +76,17 @@ class Panel:
         self.controls.update(
             tune=_button("Tune", "wb-tune", "primary", "play", "validate the form and start tuning in the background"),
             stop=_button("Stop", "wb-stop", "danger", "stop", "stop the run (all its processes)"),
+            finish=_button("Finish", "wb-finish", "warning", "flag-checkered",
+                           "end tuning now and compile, verify and time the best model so far"),
             sweep=_button("Sweep latency", "wb-sweep", "", "line-chart",
                           "time the finished run's tuned models at each sweep slice"),
             export=_button("Export CSV", "wb-export", "", "download", "write the run's tables as CSV files"),
         )
         self._status = W.HTML(value="<b>idle</b>: fill in the form and press Tune")
         self._status.add_class("wb-status")
+        self._plan = W.HTML()
+        self._plan.add_class("wb-plan")
+        self.task_table = TaskTable()
         self._servers = W.HTML()
         self._export_msg = W.HTML()
         self.bars = ShardBars()
@@ -95,7 +103,7 @@ class Panel:
         self._run_errors = W.HTML()
         self._run_errors.add_class("wb-run-errors")
         c = self.controls
-        buttons = W.HBox([c["tune"], c["stop"]], layout=W.Layout(margin="6px 0"))
+        buttons = W.HBox([c["tune"], c["stop"], c["finish"]], layout=W.Layout(margin="6px 0"))
         sweep_row = W.HBox([W.Label("sweep slices (%)", layout=W.Layout(width="120px")), c["sweep_slices"],
                             c["sweep"]], layout=W.Layout(align_items="center"))
         export_row = W.HBox([W.Label("export to", layout=W.Layout(width="120px")), c["csv_folder"], c["export"],
@@ -103,7 +111,7 @@ class Panel:
         self.widget = W.VBox([
             W.HTML("<h3 style='margin:4px 0'>Tuning Workbench</h3>"),
             self.form.widget, buttons, self.form.errors_view["general"],
-            self._status, self._servers, self.bars.widget, self._live_box,
+            self._status, self._plan, self._servers, self.bars.widget, self.task_table.widget, self._live_box,
             sweep_row, self.form.errors_view["sweep_slices"], self._sweep_box,
             self._results, export_row, self._run_errors,
         ], layout=W.Layout(width="100%", max_width="1100px", border="1px solid #ddd", padding="8px"))
@@ -111,7 +119,7 @@ class Panel:
 
         self._task: asyncio.Task | None = None
         self._actions: set[asyncio.Task] = set()
-        self._busy = ""  # "launching", "stopping", "sweeping" while a button action is in flight
+        self._busy = ""  # "launching", "stopping", "finishing", "sweeping" while a button action is in flight
         self._period = 1.0 / max(0.1, min(MAX_HZ, refresh_hz))
         self._last_push = 0.0
         self._reset_run_state()
@@ -119,6 +127,7 @@ class Panel:
         self.form.observe(lambda _change: self._on_form_change())
         c["tune"].on_click(lambda _b: self._on_button(self.tune, self._tune_action))
         c["stop"].on_click(lambda _b: self._on_button(self.stop, self._stop_action))
+        c["finish"].on_click(lambda _b: self._on_button(self.finish, self._finish_action))
         c["sweep"].on_click(lambda _b: self._on_button(self.sweep, self._sweep_action))
         c["export"].on_click(lambda _b: self._guard(self.export_csv))
         self._closed = False
@@ -181,6 +190,8 @@ class Panel:
         self.run = run
         self._reset_run_state()
         self.bars.reset()
+        self.task_table.reset()
+        self._plan.value = ""
         reset_live_figure(self.live_figure)
         self._sweep_box.layout.display = "none"
         self._results.value = ""
@@ -206,6 +217,14 @@ class Panel:
         if self.run is None:
             return "idle"
         status = self.run.stop()
+        self.refresh(force=True)
+        return status
+
+    def finish(self) -> str:
+        """End tuning now; the run compiles, verifies and times the best model so far. Blocks up to ~5 s."""
+        if self.run is None:
+            return "idle"
+        status = self.run.finish()
         self.refresh(force=True)
         return status
 
@@ -324,6 +343,17 @@ class Panel:
         self._busy = ""
         self.refresh(force=True)
 
+    async def _finish_action(self) -> None:
+        if self.run is None:
+            return
+        self._busy = "finishing"
+        self._update_buttons()
+        self._status.value = f"<b>finishing</b> run {html.escape(self.run.id)}: ending tuning ..."
+        await self._blocking(self.run.finish)
+        self._busy = ""
+        self.refresh(force=True)
+        self.start()
+
     async def _sweep_action(self) -> None:
         if self.run is None:
             return
@@ -411,6 +441,9 @@ class Panel:
         self._progress_rows: list[dict] = []
         self._has_results = False
         self._sweeping = False
+        self._phase = ""
+        self._finishing = False
+        self._top: dict[int, list[str]] = {}
 
     def refresh(self, force: bool = False) -> bool:
         """Read what is new in the run's files and update every view (at most `refresh_hz` times a second).
@@ -452,12 +485,18 @@ class Panel:
             notes = [n for n in tele["gpu_note"].tolist() if isinstance(n, str) and n]
             self._gpu_note = notes[-1] if notes else ""
         self._progress_rows = self.bars.update(progress)
+        tasks = run.tasks()
+        self.task_table.update(tasks)
+        self._phase = str(phases.iloc[-1]["phase"]) if len(phases) else ""
+        self._finishing = finish_requested(run)
         if len(curve) or len(tele):
             self._live_box.layout.display = ""
         n_live = len(self.live_figure.data)
+        self._top = top_tasks(tasks, curve)
         self._curve_counts = update_live_figure(self.live_figure, curve, tele, phases, self._t0, self._gpu_note,
                                                 self.max_points, now=self._now_for(status, phases, tele, curve),
-                                                shards=self._shards_per_stage(progress))
+                                                shards=self._shards_per_stage(progress), top=self._top,
+                                                note=trace_note(self._top, tasks, curve))
         if len(self.live_figure.data) != n_live:
             # Traces added before the front end has a view of the figure are lost with their one-off
             # messages; the view then builds itself from the synced state, so bring that up to date.
@@ -496,6 +535,8 @@ class Panel:
             at = last.get("tuned_at")
             at_text = f" @{int(at)}%" if at is not None and at == at else ""
             parts.append(f"phase {html.escape(str(last['phase']))}{at_text}")
+        if self._finishing and status in ACTIVE:
+            parts.append("finishing: compiling, verifying and timing the best model so far")
         if sweeping:
             parts.append("sweeping latency ...")
         if len(progress):
@@ -514,6 +555,9 @@ class Panel:
         value = f"<div style='border-left:4px solid {color};padding:2px 8px'>{' · '.join(parts)}</div>"
         if self._status.value != value:
             self._status.value = value
+        plan = plan_html(run.plan.get("budget"), active=status in ACTIVE)
+        if self._plan.value != plan:
+            self._plan.value = plan
 
     def _update_servers(self, run: "workbench.Run") -> None:
         servers = run.servers()
@@ -603,9 +647,11 @@ class Panel:
         spec_errors = {k for k in self._field_errors if k != "sweep_slices"}
         tune_off = bool(spec_errors) or active or self._busy != ""
         stop_off = not (run is not None and (active or self._sweeping)) or self._busy == "stopping"
+        finish_off = not (active and self._phase == "tuning") or self._finishing or self._busy != ""
         sweep_off = (run is None or active or self._sweeping or not self._has_results or self._busy != ""
                      or "sweep_slices" in self._field_errors)
-        for name, off in (("tune", tune_off), ("stop", stop_off), ("sweep", sweep_off), ("export", run is None)):
+        for name, off in (("tune", tune_off), ("stop", stop_off), ("finish", finish_off), ("sweep", sweep_off),
+                          ("export", run is None)):
             if c[name].disabled != off:
                 c[name].disabled = off
         c["tune"].tooltip = ("fix the fields marked in red first" if spec_errors else
@@ -615,6 +661,7 @@ class Panel:
     def snapshot(self) -> dict[str, Any]:
         """A plain-data view of what the panel shows (for tests and headless checks)."""
         status_text = re.sub(r"<[^>]+>", "", self._status.value)
+        plan_text = re.sub(r"<[^>]+>", "", self._plan.value)
         return {
             "run_id": self.run.id if self.run else None,
             "run_status": self._last_status,
@@ -628,7 +675,10 @@ class Panel:
             "recommended": self._rec.tuned_at if self._rec else None,
             "recommendation": self._rec.sentence if self._rec else "",
             "field_errors": self.form.current_errors(),
-            "buttons": {n: not self.controls[n].disabled for n in ("tune", "stop", "sweep", "export")},
+            "plan": html.unescape(plan_text),
+            **self.task_table.snapshot(),
+            "task_traces": {stage: list(names) for stage, names in self._top.items()},
+            "buttons": {n: not self.controls[n].disabled for n in BUTTONS},
             "results_rows": len(self.run.results) if self.run is not None and self._has_results else 0,
         }
 

@@ -7,8 +7,12 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from .client import DEFAULT_BUILDER, DEFAULT_RUNNER
+from .budget import describe
 from .procs import ProcessError
 from .spec import SpecError, TuneSpec
+from .task_table import SORTS
+
+TOP_TASKS = 15  # tasks listed by `show` and after a run, unless --all-tasks
 
 if TYPE_CHECKING:
     from .run import Run
@@ -35,7 +39,11 @@ def add_tune_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--shards", type=_int, default=d.shards,
                    help="tuning client processes (above the model's task count: seeded search replicas of its "
                         "costliest tasks)")
-    p.add_argument("--trials", type=_int, default=d.trials, help="total trial budget per slice")
+    p.add_argument("--trials", type=_int, default=None,
+                   help="trials measured per tuning slice, all tasks together (default 32, or trials-per-task x "
+                        "tasks); a model with more tasks than that has batches for is tuned where its time goes")
+    p.add_argument("--trials-per-task", type=_int, default=None,
+                   help="at most this many trials per task (stock MetaSchedule's max_trials_per_task)")
     p.add_argument("--trials-per-batch", type=_int, default=d.trials_per_batch, help="trials measured per batch")
     p.add_argument("--cost-model", default=d.cost_model, help="xgb or random")
     p.add_argument("--strategy", default=d.strategy, help="evolutionary or replay-trace")
@@ -68,7 +76,7 @@ def start_tune(args: argparse.Namespace, home: str | None) -> Run:
 
     spec = TuneSpec(model=args.model, input_shape=args.input_shape, target=args.target, slices=args.slices,
                     servers=args.servers, shards=args.shards, trials=args.trials,
-                    trials_per_batch=args.trials_per_batch, cost_model=args.cost_model, strategy=args.strategy,
+                    trials_per_task=args.trials_per_task, trials_per_batch=args.trials_per_batch, cost_model=args.cost_model, strategy=args.strategy,
                     seed=args.seed, tracker=args.tracker, host=args.host, sweep_slices=args.sweep_slices or (),
                     builder_workers=args.builder_workers, measure_timeout_s=args.measure_timeout_s, gpus=args.gpus)
     if spec.exposed:
@@ -92,9 +100,13 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("runs", help="list runs")
     p = sub.add_parser("show", help="show a run")
     p.add_argument("run")
+    p.add_argument("--sort", default="share", choices=sorted(SORTS), help="order of the per-task table")
+    p.add_argument("--all-tasks", action="store_true", help="list every task (default: the top 15)")
     p = sub.add_parser("resume", help="continue a stopped or partial run")
     p.add_argument("run")
-    p = sub.add_parser("stop", help="stop a running run")
+    p = sub.add_parser("stop", help="stop a running run now (resumable)")
+    p.add_argument("run")
+    p = sub.add_parser("finish", help="end tuning now and compile, verify and time the best model so far")
     p.add_argument("run")
     sub.add_parser("hardware", help="what this host offers")
     return parser
@@ -124,6 +136,16 @@ def format_event(e: dict[str, Any]) -> str | None:
     if k == "shard_started":
         took = f", started in {e['startup_s']['total']:.1f} s" if e.get("startup_s") else ""
         return f"{at}shard {e['shard']}: {len(e['tasks'])} tasks, {e['trials_budget']} trials{took}"
+    if k == "defaults":
+        timed = {t: us for t, us in e["defaults_us"].items() if us is not None}
+        slowest = max(timed, key=timed.get, default=None)
+        worst = f", slowest {slowest} {_fmt_us(timed[slowest])}" if slowest else ""
+        failed = f", {len(e['errors'])} not timed" if e.get("errors") else ""
+        return f"{at}shard {e['shard']}: default schedules of {len(timed)} tasks timed in {e['seconds']:.1f} s{worst}{failed}"
+    if k == "finish_requested":
+        return "finish requested: tuning ends now; the best records so far are compiled, verified and timed"
+    if k == "stage_skipped":
+        return f"[{e['tuned_at']}%] not tuned: {e['reason']}"
     if k == "task_skipped":
         return f"{at}shard {e['shard']}: task {e['task']} skipped: {e['reason']}"
     if k == "batch":
@@ -142,11 +164,17 @@ def format_event(e: dict[str, Any]) -> str | None:
     if k == "merged":
         return f"{at}merged {e['records']} records of {e['workloads']} workloads"
     if k == "compiled":
-        return f"{at}compiled: {e['tasks_tuned']}/{e['tasks_total']} tasks tuned"
+        kept = f"; {len(e['kept_default'])} keep their default schedule, which was faster" if e.get("kept_default") else ""
+        return f"{at}compiled: tuned records for {len(e.get('kept_tuned', []))} of {e['tasks_total']} tasks{kept}"
     if k == "verified":
         return f"{at}outputs match untuned build: {e['match']} (max abs err {e['max_abs_err']:.2e})"
     if k == "timed":
-        return f"{at}latency {e['tuned_ms']:.3f} ms tuned vs {e['untuned_ms']:.3f} ms untuned ({e['speedup']:.2f}x)"
+        noise = max(e.get("tuned_iqr_ms") or 0.0, e.get("untuned_iqr_ms") or 0.0)
+        line = (f"{at}latency {e['tuned_ms']:.4g} ms tuned vs {e['untuned_ms']:.4g} ms untuned ({e['speedup']:.2f}x, "
+                f"IQR up to {noise:.2g} ms)")
+        if e.get("verdict") == "slower":
+            return line + ": the tuned build is slower, so the untuned build is kept"
+        return line + (": within noise" if e.get("verdict") == "within noise" else "")
     if k == "sweep_point":
         return f"sweep: tuned at {e['tuned_at']}%, inferred at {e['inferred_at']}%: {e['latency_ms_median']:.3f} ms"
     if k == "error":
@@ -156,10 +184,12 @@ def format_event(e: dict[str, Any]) -> str | None:
     return None
 
 
-def _follow(run) -> int:
+def _follow(run, replay: bool = True) -> int:
+    """Print the run's events as they come (from the start, or only new ones), then its results."""
+    skip = 0 if replay else run.event_count
     try:
-        for event in run.follow():
-            line = format_event(event)
+        for i, event in enumerate(run.follow()):
+            line = format_event(event) if i >= skip else None
             if line:
                 print(line, flush=True)
     except KeyboardInterrupt:
@@ -171,14 +201,38 @@ def _follow(run) -> int:
     return 0 if run.status in ("done", "partial") else 1
 
 
-def _print_results(run) -> None:
+def task_lines(tasks, sort: str = "share", every: bool = False) -> str:
+    """The per-task table: the top TOP_TASKS by `sort` (all with `every`), and what the rest amount to."""
+    if not len(tasks):
+        return ""
+    df = tasks.sort_values(sort, ascending=SORTS[sort], na_position="last", kind="stable")
+    shown = df if every else df.head(TOP_TASKS)
+    table = shown.assign(
+        task=[t if len(t) <= 44 else t[:41] + "..." for t in shown.task],
+        share=[f"{100 * v:.1f}%" if v == v else "-" for v in shown.share],
+        default=[_fmt_us(v) if v == v else "-" for v in shown.default_us],
+        best=[_fmt_us(v) if v == v else "-" for v in shown.best_us],
+        gain=[f"{d / b:.2f}x" if d == d and b == b and b > 0 else "-" for d, b in zip(shown.default_us, shown.best_us)],
+        kept=[k or "-" for k in shown.kept])
+    out = table[["task", "state", "share", "default", "best", "gain", "trials", "kept"]].to_string(index=False)
+    rest = df.iloc[len(shown):]
+    if len(rest):
+        share = rest.share.sum(skipna=True)
+        out += f"\n... and {len(rest)} more tasks ({100 * share:.1f}% of the default time; --all-tasks lists them)"
+    return out
+
+
+def _print_results(run, sort: str = "share", every: bool = False) -> None:
     import pandas as pd
 
     with pd.option_context("display.width", 160, "display.max_columns", 20):
+        for stage, part in run.tasks().groupby("tuned_at"):
+            print(f"\ntasks tuned at {stage}% (share: of the model's time on default schedules):\n"
+                  + task_lines(part, sort, every))
         res = run.results
         if len(res):
-            cols = [c for c in ("tuned_at", "model", "target", "tuned_ms", "untuned_ms", "speedup", "match",
-                                "records", "tasks_tuned", "tasks_total") if c in res]
+            cols = [c for c in ("tuned_at", "model", "target", "tuned_ms", "untuned_ms", "speedup", "verdict", "kept",
+                                "match", "trials_measured", "tasks_tuned", "kept_default", "tasks_total") if c in res]
             print("\nresults:\n" + res[cols].to_string(index=False, float_format=lambda v: f"{v:.4g}"))
         sweep = run.slice_matrix()
         if len(sweep):
@@ -219,6 +273,7 @@ def dispatch(args: argparse.Namespace) -> int:
         t0 = time.time()
         run = start_tune(args, home)
         print(f"planned in {time.time() - t0:.1f} s; run {run.id} in {run.dir}", flush=True)
+        print(f"plan: {describe(run.plan['budget'])}", flush=True)
         return 0 if args.detach else _follow(run)
     run = wb.open_run(args.run, home)
     if args.command == "show":
@@ -234,13 +289,21 @@ def dispatch(args: argparse.Namespace) -> int:
             errs = run.errors()
             if len(errs):
                 print(f"\n{len(errs)} errors/skips; first: {format_event(errs.iloc[0].to_dict())}")
-        _print_results(run)
+        _print_results(run, sort=args.sort, every=args.all_tasks)
         return 0
     if args.command == "stop":
         print(f"run {run.id}: {run.stop()}")
         return 0
     if args.command == "resume":
+        if run.status == "done":
+            print(f"run {run.id} is already done{f' ({run.message})' if run.message else ''}: nothing to resume")
+            _print_results(run)
+            return 0
         return _follow(wb.resume(run, home))
+    if args.command == "finish":
+        run.finish()
+        print(f"run {run.id}: finishing (tuning ends now)", flush=True)
+        return _follow(run, replay=False)
     if args.command == "sweep":
         from .spec import parse_slices
 

@@ -43,6 +43,7 @@ class ShardJob:
     prewarm: bool = False  # start builder workers during client start-up (pays off with spare cores)
     replica: int = 0  # > 0: an extra search of tasks another shard also tunes, seeded differently
     first_round: str = "random"  # random | evolutionary (stock: TVM's evolution), as the plan resolved "auto"
+    measure: tuple[str, ...] = ()  # tasks left on their default schedule: only their defaults are timed here
 
     @property
     def seed(self) -> int | None:
@@ -53,6 +54,7 @@ class ShardJob:
         d["spec"] = json.loads(self.spec.to_json())
         d["target"] = self.target.to_dict()
         d["tasks"] = list(self.tasks)
+        d["measure"] = list(self.measure)
         d["tracker"] = list(self.tracker)
         return json.dumps(d, indent=1)
 
@@ -62,6 +64,7 @@ class ShardJob:
         d["spec"] = TuneSpec.from_dict(d["spec"])
         d["target"] = TargetSpec.from_dict(d["target"])
         d["tasks"] = tuple(d["tasks"])
+        d["measure"] = tuple(d.get("measure", ()))
         d["tracker"] = (d["tracker"][0], int(d["tracker"][1]), d["tracker"][2])
         return cls(**d)
 
@@ -154,7 +157,9 @@ def run(job: ShardJob) -> int:
     from tvm.s_tir import meta_schedule as ms
 
     from .models import load_model
+    from .default_schedules import defaults_event, time_defaults, timed
     from .shards import extract_tasks
+    from .task_scheduler import StreamingScheduler
     from .tvm_plugins import ProgressCallback, make_builder, make_strategy
 
     startup.mark("import")
@@ -169,7 +174,7 @@ def run(job: ShardJob) -> int:
         model = load_model(job.spec.model, job.spec.input_shape)
         by_name = {t.task_name: t for t in extract_tasks(model.mod, target)}
         startup.mark("tasks")
-        missing = [n for n in job.tasks if n not in by_name]
+        missing = [n for n in (*job.tasks, *job.measure) if n not in by_name]
         if missing:
             events.emit("error", where=f"shard {job.shard}", message=f"tasks not found in the model: {missing}")
             return 3
@@ -198,6 +203,11 @@ def run(job: ShardJob) -> int:
             events.emit("shard_finished", shard=job.shard, tuned_at=job.tuned_at, trials_done=0, exit_code=0,
                         note="no tunable task in this shard")
             return 0
+        runner = make_runner(job)
+        if job.replica == 0:  # replicas of a task share its default: the first one times it
+            own = [by_name[n] for n in job.tasks] + [by_name[n] for n in job.measure]
+            for times, seconds in timed(time_defaults(own, target, builder, runner, job.spec.trials_per_batch)):
+                events.emit("defaults", shard=job.shard, tuned_at=job.tuned_at, **defaults_event(times, seconds))
         database = ms.database.JSONDatabase(work_dir=job.work_dir)
         done, best = previous_progress(database, good_ctx)
         remaining = max(0, job.trials - sum(done.values()))
@@ -217,9 +227,10 @@ def run(job: ShardJob) -> int:
         seed = -1 if job.seed is None else job.seed
         with ms.Profiler() as profiler:
             ms.tune_tasks(tasks=good_ctx, task_weights=good_w, work_dir=job.work_dir, max_trials_global=remaining,
-                          num_trials_per_iter=job.spec.trials_per_batch, builder=builder, runner=make_runner(job),
+                          max_trials_per_task=job.spec.trials_per_task,
+                          num_trials_per_iter=job.spec.trials_per_batch, builder=builder, runner=runner,
                           database=database, cost_model=cost_model, measure_callbacks=callbacks,
-                          task_scheduler=ms.task_scheduler.GradientBased(seed=seed))
+                          task_scheduler=StreamingScheduler(seed=seed))
     finally:
         if hasattr(builder, "shutdown"):
             builder.shutdown()

@@ -5,7 +5,6 @@ Everything that can be wrong with the input is found here, before any process st
 from __future__ import annotations
 
 import dataclasses
-import glob
 import os
 import subprocess
 import sys
@@ -16,6 +15,8 @@ from .hardware import Hardware, detect, resolve_target, target_spec
 from .models import check_model, load_model
 from .placement import choose_gpus
 from .run import Run
+from .budget import plan_budget
+from .finisher import repair_databases
 from .shards import extract_tasks, plan_shards, task_info
 from .spec import SpecError, TuneSpec
 
@@ -55,10 +56,15 @@ def plan_run(spec: TuneSpec, hw: Hardware | None = None, runner: str = DEFAULT_R
     tasks = [task_info(t) for t in extract_tasks(model.mod, tspec.build())]
     if not tasks:
         raise SpecError("model", f"{spec.model} has no tunable operator for {kind}")
-    shards = plan_shards(tasks, spec.shards, spec.trials, per_task=spec.trials_per_batch)
+    budget = plan_budget(tasks, spec)
+    by_name = {t.name: t for t in tasks}
+    shards = plan_shards([by_name[n] for n in budget.tuned], spec.shards, budget.trials, per_task=budget.batch,
+                         defaults=[by_name[n] for n in budget.default])
     if first_round == "auto":
         first_round = "evolutionary" if kind == "cuda" else "random"
-    return {"target": tspec.to_dict(), "tasks": [dataclasses.asdict(t) for t in tasks],
+    tuned = set(budget.tuned)
+    rows = [{**dataclasses.asdict(t), "cost": t.cost, "plan": "tune" if t.name in tuned else "default"} for t in tasks]
+    return {"target": tspec.to_dict(), "tasks": rows, "budget": budget.to_dict(),
             "shards": [s.to_dict() for s in shards], "runner": runner, "builder": builder,
             "sessions": sessions, "first_round": first_round, "gpus": gpus, "input_shape": list(model.input_shape), "dtype": model.dtype}
 
@@ -123,15 +129,11 @@ def tune(spec: TuneSpec | None = None, *, home: str | None = None, runner: str =
     return Run(run_dir)
 
 
-def repair_databases(run_dir: str) -> list[str]:
-    """Cut the unfinished last record (a write cut short by a full disk) off every shard database."""
-    pattern = os.path.join(run_dir, "stages", "*", "shard-*", "database_*.json")
-    return [path for path in sorted(glob.glob(pattern)) if diskspace.trim_torn_tail(path)]
-
-
 def resume(run: str | Run, home: str | None = None) -> Run:
-    """Continue a stopped, partial or crashed run from its shard databases."""
+    """Continue a stopped, partial or crashed run from its shard databases; a done run is returned as it is."""
     r = run if isinstance(run, Run) else Run(store.find_run_dir(run, home))
+    if r.status == "done":
+        return r  # nothing left to tune: `resume` of a finished run changes nothing
     if r.status == "running":
         raise SpecError("run", f"run {r.id} is still running")
     diskspace.ensure_free_space(r.dir)

@@ -67,3 +67,49 @@ def coverage(db_path: str, tasks: list, target) -> dict[str, bool]:
     db = load_database(db_path)
     return {t.task_name: db.query_tuning_record(t.dispatched[0], target, workload_name="main") is not None
             for t in tasks}
+
+
+@dataclass(frozen=True)
+class TaskChoice:
+    """What the compiled model runs for one task: its best tuned record, or its default schedule."""
+
+    task: str
+    default_us: float | None
+    best_us: float | None
+    kept: str  # "tuned" | "default"
+
+    def to_dict(self) -> dict:
+        return {"task": self.task, "default_us": self.default_us, "best_us": self.best_us, "kept": self.kept}
+
+
+def _mean_us(record) -> float | None:
+    secs = [float(s) for s in record.run_secs or []]
+    return sum(secs) / len(secs) * 1e6 if secs else None
+
+
+def floored_database(merged_dir: str, out_dir: str, tasks: list, target,
+                     defaults_us: dict[str, float | None]) -> list[TaskChoice]:
+    """Write to `out_dir` each task's best record where it beats the task's measured default schedule.
+
+    A task left out compiles with its default (DLight on GPUs, none on CPUs), as the untuned build
+    does, so no kernel of the compiled model is slower than the untuned build's as measured. A task
+    whose default could not be timed keeps its best record."""
+    from tvm.s_tir import meta_schedule as ms
+
+    os.makedirs(out_dir, exist_ok=True)
+    for name in ("database_workload.json", "database_tuning_record.json"):
+        if os.path.exists(os.path.join(out_dir, name)):
+            os.remove(os.path.join(out_dir, name))
+    merged, out = load_database(merged_dir), ms.database.JSONDatabase(work_dir=out_dir)
+    choices = []
+    for t in tasks:
+        rec = merged.query_tuning_record(t.dispatched[0], target, workload_name="main")
+        best = _mean_us(rec) if rec is not None else None
+        default = defaults_us.get(t.task_name)
+        keep = best is not None and (default is None or best < default)
+        if keep:
+            wkl = out.commit_workload(rec.workload.mod)
+            out.commit_tuning_record(ms.database.TuningRecord(rec.trace, wkl, rec.run_secs, rec.target, rec.args_info))
+        choices.append(TaskChoice(t.task_name, default, None if best is None else round(best, 3),
+                                  "tuned" if keep else "default"))
+    return choices

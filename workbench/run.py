@@ -180,7 +180,29 @@ class Run:
                 "run_finished", status="stopped", message="stopped (supervisor did not finish on its own)")
         return self.status
 
+    def finish(self) -> str:
+        """End tuning now and get the best model so far, compiled, verified and timed (the run then ends
+        `done`; Stop, by contrast, stops at once and can be resumed). Returns the status; `wait()` for the end."""
+        pid = self._procs().get("supervisor")
+        if not pid or not group_alive(pid) or self._finished_event() is not None:
+            raise SpecError("run", f"run {self.id} is not tuning ({self.status}); there is nothing to finish")
+        from .events import EventWriter
+
+        EventWriter(os.path.join(self.dir, "events.jsonl"), "run").emit("finish_requested")
+        os.kill(pid, signal.SIGUSR1)  # the supervisor alone: it stops its clients and finishes the stage
+        return self.status
+
     # -- tables ----------------------------------------------------------------------------------
+    def tasks(self, tuned_at: int | None = None) -> pd.DataFrame:
+        """One row per (tuning slice, task): state (planned, tuning, tuned, default: outside the budget,
+        skipped: error), weight, share of the model's default run time (measured defaults x weight), the
+        default's and the best tuned record's microseconds, trials measured, and `kept`: what the compiled
+        model runs for the task ("tuned" or "default"). Costliest share first."""
+        from .task_table import task_table
+
+        df = task_table(self.plan, self._all(), self.spec.slices)
+        return df if tuned_at is None else df[df.tuned_at == tuned_at].reset_index(drop=True)
+
     def progress(self) -> pd.DataFrame:
         """One row per (tuned_at, shard): trials done and budgeted, best estimate, state, ETA."""
         rows: dict[tuple[int, int], dict[str, Any]] = {}
@@ -313,7 +335,8 @@ class Run:
         fin = self._finished_event()
         return {"id": self.id, "model": self.spec.model, "target": self.plan.get("target", {}).get("kind"),
                 "slices": ",".join(map(str, self.spec.slices)), "servers": self.spec.servers,
-                "shards": self.spec.shards, "trials": self.spec.trials, "status": self.status,
+                "shards": self.spec.shards, "trials": (self.plan.get("budget") or {}).get("trials", self.spec.trials),
+                "status": self.status,
                 "started": pd.Timestamp.fromtimestamp(int(started[0]["t"])) if started else None,  # local, as run ids
                 "wall_s": round(fin["t"] - started[0]["t"], 1) if fin and started else None}
 

@@ -18,6 +18,7 @@ STRATEGIES = ("evolutionary", "replay-trace")
 MAX_SERVERS = 64
 MAX_SHARDS = 64
 MAX_TRIALS = 100_000
+DEFAULT_TRIALS = 32  # per tuning slice, when neither trials nor trials_per_task is given
 DEFAULT_SWEEP = (10, 20, 30, 50, 70, 100)
 LOOPBACK = "127.0.0.1"
 
@@ -115,8 +116,9 @@ class TuneSpec:
     slices: tuple[int, ...] = (100,)
     servers: int = 1
     shards: int = 1
-    trials: int = 32
+    trials: int | None = None  # measured per tuning slice; None: DEFAULT_TRIALS, or trials_per_task x tasks
     trials_per_batch: int = 16
+    trials_per_task: int | None = None  # at most this many per task (stock's max_trials_per_task)
     cost_model: str = "xgb"
     strategy: str = "evolutionary"
     seed: int | None = 0
@@ -147,7 +149,10 @@ class TuneSpec:
             parse_slices(self.sweep_slices, "sweep_slices")
         _check_int("servers", self.servers, 1, MAX_SERVERS)
         _check_int("shards", self.shards, 1, MAX_SHARDS)
-        _check_int("trials", self.trials, 1, MAX_TRIALS)
+        if self.trials is not None:
+            _check_int("trials", self.trials, 1, MAX_TRIALS)
+        if self.trials_per_task is not None:
+            _check_int("trials_per_task", self.trials_per_task, 1, MAX_TRIALS)
         _check_int("trials_per_batch", self.trials_per_batch, 1, 512)
         _check_choice("cost_model", self.cost_model, COST_MODELS)
         _check_choice("strategy", self.strategy, STRATEGIES)
@@ -168,8 +173,15 @@ class TuneSpec:
             parse_shape(self.input_shape)
         if self.gpus is not None:
             parse_gpus(self.gpus)
-        if self.trials < self.shards:
-            raise SpecError("trials", f"must be at least the number of shards ({self.shards}), got {self.trials}")
+        if self.trials is not None and self.trials < self.shards:
+            raise SpecError("trials", f"must be at least the number of shards ({self.shards}): the smallest useful "
+                                      f"budget is one trial per shard; got {self.trials}")
+
+    def slice_trials(self, n_tasks: int) -> int:
+        """The trials to measure per tuning slice of a model with `n_tasks` tasks (before the plan's checks)."""
+        if self.trials is not None:
+            return self.trials if self.trials_per_task is None else min(self.trials, self.trials_per_task * n_tasks)
+        return self.trials_per_task * n_tasks if self.trials_per_task is not None else DEFAULT_TRIALS
 
     @property
     def exposed(self) -> bool:

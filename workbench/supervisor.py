@@ -44,6 +44,7 @@ class Supervisor:
         self.hw = detect()
         self.cores = sorted(os.sched_getaffinity(0))
         self.stop_requested = False
+        self.finishing = False  # Run.finish(): end tuning now, finish with the best records so far
         self.daemons: dict[int, MpsDaemon] = {}  # one MPS control daemon per GPU used
         self.pool: ServerPool | None = None
         self.clients: list[ManagedProcess] = []
@@ -99,6 +100,7 @@ class Supervisor:
     def run(self) -> str:
         signal.signal(signal.SIGTERM, self._on_term)
         signal.signal(signal.SIGINT, self._on_term)
+        signal.signal(signal.SIGUSR1, self._on_finish)
         self.events.emit("run_started", run_id=os.path.basename(self.run_dir), pid=os.getpid(),
                          spec=json.loads(self.spec.to_json()), target=self.target.to_dict(), resume=self.resume)
         cuda = self.target.kind == "cuda"
@@ -109,6 +111,9 @@ class Supervisor:
         try:
             self._start_shared()
             for tuned_at in self.spec.slices:
+                if self.finishing:
+                    self.events.emit("stage_skipped", tuned_at=tuned_at, reason="finished early on request")
+                    continue
                 self._tune_stage(tuned_at)
             if self.spec.sweep_slices:
                 from .sweep import sweep_run
@@ -120,6 +125,8 @@ class Supervisor:
             if self.failed_shards:
                 status = "partial"
                 message = f"shards failed: {', '.join(self.failed_shards)}"
+            elif self.finishing:
+                message = "finished early on request: the best records so far were compiled, verified and timed"
         except Stopped:
             status, message = "stopped", "stopped on request; resume with `workbench resume`"
         except Exception as err:  # noqa: BLE001 - becomes an event, never a silent death
@@ -138,6 +145,9 @@ class Supervisor:
 
     def _on_term(self, signum, frame) -> None:  # noqa: ARG002
         self.stop_requested = True
+
+    def _on_finish(self, signum, frame) -> None:  # noqa: ARG002
+        self.finishing = True
 
     def _start_shared(self) -> None:
         self._phase("servers")
@@ -231,7 +241,7 @@ class Supervisor:
                            builder_workers=builder_workers, num_threads=threads,
                            runner=self.plan.get("runner", DEFAULT_RUNNER), builder=self.plan.get("builder", DEFAULT_BUILDER),
                            prewarm=len(self.cores) >= 4 * len(shards), replica=shard.replica,
-                           first_round=self.plan.get("first_round", "random"))
+                           first_round=self.plan.get("first_round", "random"), measure=shard.measure)
             job_path = os.path.join(stage_dir, f"shard-{shard.index}.json")
             with open(job_path, "w") as f:
                 f.write(job.to_json())
@@ -255,6 +265,12 @@ class Supervisor:
         while pending:
             if self.stop_requested:
                 raise Stopped()
+            if self.finishing:
+                for i, proc in pending.items():
+                    proc.stop()
+                    self.events.emit("shard_finished", shard=i, tuned_at=tuned_at, trials_done=0, exit_code=None,
+                                     note="ended early on request")
+                return
             for i, proc in list(pending.items()):
                 code = proc.poll()
                 if code is None:
@@ -283,49 +299,13 @@ class Supervisor:
                                  servers_left=health["servers_wanted"] - len(health["servers_dead"]),
                                  log_tail=tail(server.log_path, 10), log=server.log_path)
 
-    def _finish_stage(self, tuned_at: int, stage_dir: str, shards: list[Shard]) -> None:
-        from .models import load_model
-        from .results import compile_with_database, coverage, merge_databases
-        from .shards import extract_tasks
+    def _finish_stage(self, tuned_at: int, stage_dir: str, shards: list[Shard]) -> None:  # noqa: ARG002
+        from .finisher import finish_stage, repair_databases
 
-        self._phase("merging", tuned_at=tuned_at)
-        merged = merge_databases([os.path.join(stage_dir, f"shard-{s.index}") for s in shards],
-                                 os.path.join(stage_dir, "merged"))
-        self.events.emit("merged", tuned_at=tuned_at, records=merged.records, workloads=merged.workloads,
-                         path=merged.path)
-        self._phase("compiling", tuned_at=tuned_at)
-        model = load_model(self.spec.model, self.spec.input_shape)
-        target = self.target.build()
-        t0 = time.time()
-        tuned = compile_with_database(model.mod, target, merged.path, os.path.join(stage_dir, "tuned.so"))
-        untuned_path = os.path.join(self.run_dir, "untuned.so")
-        if not os.path.exists(untuned_path):
-            compile_with_database(model.mod, target, None, untuned_path)
-        cov = coverage(merged.path, extract_tasks(model.mod, target), target)
-        self.events.emit("compiled", tuned_at=tuned_at, path=tuned, seconds=round(time.time() - t0, 2),
-                         tasks_tuned=sum(cov.values()), tasks_total=len(cov),
-                         untuned_tasks=[k for k, v in cov.items() if not v])
-        self._phase("verifying", tuned_at=tuned_at)
-        from .sweep import infer_at
-
-        rows = infer_at(self.run_dir, tuned_at, {"tuned": tuned, "untuned": untuned_path}, model,
-                        self.target, self.daemon, self.env, reference=untuned_path)
-        by = {r["name"]: r for r in rows}
-        t, u = by["tuned"], by["untuned"]
-        self.events.emit("verified", tuned_at=tuned_at, match=t.get("match"), max_abs_err=t.get("max_abs_err"),
-                         rel_err=t.get("rel_err"), finite=t.get("finite"))
-        self.events.emit("timed", tuned_at=tuned_at, tuned_ms=t["latency_ms_median"], tuned_iqr_ms=t["latency_ms_iqr"],
-                         untuned_ms=u["latency_ms_median"], untuned_iqr_ms=u["latency_ms_iqr"],
-                         speedup=u["latency_ms_median"] / t["latency_ms_median"], sm_count=t.get("sm_count"),
-                         records=merged.records, tuned_repeats=t.get("repeats"), untuned_repeats=u.get("repeats"))
-        results = store.read_json(os.path.join(self.run_dir, store.RESULTS_FILE), []) or []
-        results = [r for r in results if r.get("tuned_at") != tuned_at]
-        results.append({"tuned_at": tuned_at, "model": self.spec.model, "target": self.target.kind,
-                        "tuned_ms": t["latency_ms_median"], "untuned_ms": u["latency_ms_median"],
-                        "speedup": u["latency_ms_median"] / t["latency_ms_median"], "match": t.get("match"),
-                        "max_abs_err": t.get("max_abs_err"), "records": merged.records,
-                        "tasks_tuned": sum(cov.values()), "tasks_total": len(cov), "library": tuned})
-        store.write_json(os.path.join(self.run_dir, store.RESULTS_FILE), results)
+        if self.finishing:
+            repair_databases(self.run_dir)  # a client stopped mid-write leaves at most one torn record
+        finish_stage(self.run_dir, self.spec, self.target, tuned_at, shards, self.events, self._phase, self.daemon,
+                     self.env, int(self.plan.get("budget", {}).get("trials", 0)), early=self.finishing)
 
     def _cleanup(self) -> None:
         for proc in self.clients:

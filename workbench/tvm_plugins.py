@@ -111,8 +111,8 @@ class PersistentBuilder(PyBuilder):
         t0 = time.perf_counter()
         futures = [self.pool.submit(_timed_build, a) for a in args]
         dropped = self._wait(futures) if self.cut else {}
-        wall = time.perf_counter() - t0
         results: list[BuilderResult] = []
+        built: dict[str, float] = {}
         for i, future in enumerate(futures):
             if i in dropped and not future.done():
                 future.add_done_callback(_remove_artifact)
@@ -125,8 +125,10 @@ class PersistentBuilder(PyBuilder):
             except Exception as err:  # noqa: BLE001 - the candidate's error, as LocalBuilder reports it
                 results.append(BuilderResult(None, f"PersistentBuilder: exception\n{err}"))
             else:
-                self.timings[path] = (seconds, wall)
+                built[path] = seconds
                 results.append(BuilderResult(path, None))
+        wall = time.perf_counter() - t0  # every kept candidate is built (or failed) by now
+        self.timings.update({path: (seconds, wall) for path, seconds in built.items()})
         return results
 
     def batch_timings(self, builder_results) -> dict:

@@ -1,0 +1,105 @@
+"""After a slice's tuning: merge the shard databases, keep per task the faster of tuned and default,
+compile, verify against the untuned build, time both, and record the stage's result."""
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import time
+
+from . import diskspace, store
+from .events import EVENTS_FILE, EventReader, EventWriter
+from .hardware import TargetSpec
+from .mps import MpsDaemon
+from .shards import Shard
+from .spec import TuneSpec
+
+
+def repair_databases(run_dir: str) -> list[str]:
+    """Cut the unfinished last record (a write cut short by a full disk or a stop) off every shard database."""
+    pattern = os.path.join(run_dir, "stages", "*", "shard-*", "database_*.json")
+    return [path for path in sorted(glob.glob(pattern)) if diskspace.trim_torn_tail(path)]
+
+
+def measured_defaults(run_dir: str, tuned_at: int) -> dict[str, float | None]:
+    """Each task's default-schedule time (us) as the stage's clients measured it (the latest wins)."""
+    out: dict[str, float | None] = {}
+    for e in EventReader(os.path.join(run_dir, EVENTS_FILE)).read_new():
+        if e["kind"] == "defaults" and e.get("tuned_at") == tuned_at:
+            out.update(e["defaults_us"])
+    return out
+
+
+def verdict(tuned_ms: float, tuned_iqr: float, untuned_ms: float, untuned_iqr: float) -> str:
+    """'faster', 'slower' or 'within noise': the medians differ by more than the larger IQR, or not."""
+    noise = max(tuned_iqr, untuned_iqr)
+    if abs(tuned_ms - untuned_ms) <= noise:
+        return "within noise"
+    return "faster" if tuned_ms < untuned_ms else "slower"
+
+
+def finish_stage(run_dir: str, spec: TuneSpec, target: TargetSpec, tuned_at: int, shards: list[Shard],
+                 events: EventWriter, phase, daemon: MpsDaemon | None, env: dict[str, str],
+                 trials_asked: int, early: bool = False) -> dict:
+    """Merge, floor, compile, verify and time one stage; returns its results row (also in results.json).
+
+    `phase(name)` announces each step (and raises when the run was asked to stop)."""
+    from .models import load_model
+    from .results import compile_with_database, floored_database, merge_databases
+    from .shards import extract_tasks
+    from .sweep import infer_at
+
+    stage_dir = os.path.join(run_dir, "stages", str(tuned_at))
+    phase("merging", tuned_at=tuned_at)
+    merged = merge_databases([os.path.join(stage_dir, f"shard-{s.index}") for s in shards],
+                             os.path.join(stage_dir, "merged"))
+    events.emit("merged", tuned_at=tuned_at, records=merged.records, workloads=merged.workloads, path=merged.path)
+    phase("compiling", tuned_at=tuned_at)
+    model = load_model(spec.model, spec.input_shape)
+    tvm_target = target.build()
+    t0 = time.time()
+    tasks = extract_tasks(model.mod, tvm_target)
+    choices = floored_database(merged.path, os.path.join(stage_dir, "best"), tasks, tvm_target,
+                               measured_defaults(run_dir, tuned_at))
+    tuned = compile_with_database(model.mod, tvm_target, os.path.join(stage_dir, "best"),
+                                  os.path.join(stage_dir, "tuned.so"))
+    untuned_path = os.path.join(run_dir, "untuned.so")
+    if not os.path.exists(untuned_path):
+        compile_with_database(model.mod, tvm_target, None, untuned_path)
+    kept_tuned = [c.task for c in choices if c.kept == "tuned"]
+    kept_default = [c.task for c in choices if c.kept == "default" and c.best_us is not None]
+    events.emit("compiled", tuned_at=tuned_at, path=tuned, seconds=round(time.time() - t0, 2),
+                tasks_tuned=sum(c.best_us is not None for c in choices), tasks_total=len(choices),
+                untuned_tasks=[c.task for c in choices if c.best_us is None], kept_tuned=kept_tuned,
+                kept_default=kept_default, choices=[c.to_dict() for c in choices])
+    phase("verifying", tuned_at=tuned_at)
+    rows = infer_at(run_dir, tuned_at, {"tuned": tuned, "untuned": untuned_path}, model, target, daemon, env,
+                    reference=untuned_path)
+    by = {r["name"]: r for r in rows}
+    t, u = by["tuned"], by["untuned"]
+    events.emit("verified", tuned_at=tuned_at, match=t.get("match"), max_abs_err=t.get("max_abs_err"),
+                rel_err=t.get("rel_err"), finite=t.get("finite"))
+    said = verdict(t["latency_ms_median"], t["latency_ms_iqr"], u["latency_ms_median"], u["latency_ms_iqr"])
+    kept = "tuned"
+    if said == "slower":  # never ship a model slower than the default build: the stage keeps the untuned one
+        shutil.copyfile(untuned_path, tuned + ".tmp")
+        os.replace(tuned + ".tmp", tuned)
+        kept = "untuned"
+    events.emit("timed", tuned_at=tuned_at, tuned_ms=t["latency_ms_median"], tuned_iqr_ms=t["latency_ms_iqr"],
+                untuned_ms=u["latency_ms_median"], untuned_iqr_ms=u["latency_ms_iqr"],
+                speedup=u["latency_ms_median"] / t["latency_ms_median"], verdict=said, kept=kept,
+                sm_count=t.get("sm_count"), records=merged.records, tuned_repeats=t.get("repeats"),
+                untuned_repeats=u.get("repeats"))
+    row = {"tuned_at": tuned_at, "model": spec.model, "target": target.kind,
+           "tuned_ms": t["latency_ms_median"], "tuned_iqr_ms": t["latency_ms_iqr"],
+           "untuned_ms": u["latency_ms_median"], "untuned_iqr_ms": u["latency_ms_iqr"],
+           "speedup": u["latency_ms_median"] / t["latency_ms_median"], "verdict": said, "kept": kept,
+           "match": t.get("match"), "max_abs_err": t.get("max_abs_err"), "records": merged.records,
+           "trials_measured": merged.records, "trials_asked": trials_asked, "finished_early": early,
+           "tasks_tuned": sum(c.best_us is not None for c in choices), "kept_default": len(kept_default),
+           "tasks_total": len(choices),
+           "library": tuned}
+    results = [r for r in store.read_json(os.path.join(run_dir, store.RESULTS_FILE), []) or []
+               if r.get("tuned_at") != tuned_at]
+    store.write_json(os.path.join(run_dir, store.RESULTS_FILE), results + [row])
+    return row
