@@ -349,11 +349,11 @@ def test_time_and_name_helpers() -> None:
 
 def test_plan_line() -> None:
     budget = {"trials": 96, "batch": 16, "trials_per_task": None, "tasks_total": 62, "tasks_tuned": 12,
-              "tasks_default": 50, "selection": "FLOPs x weight"}
-    assert plan_line(budget) == ("tuning 12 of 62 tasks (the rest keep their default schedule): 96 trials in "
-                                 "batches of 16; tasks chosen by FLOPs x weight")
+              "tasks_default": 50, "tuned_cost_share": 0.8}
+    assert plan_line(budget) == ("tuning 12 of 62 tasks with 96 trials per slice in batches of 16; the other 50 "
+                                 "keep their default schedule (outside the budget: 20 % of the estimated cost)")
     assert plan_line({**budget, "tasks_tuned": 62, "tasks_default": 0, "trials_per_task": 8}) == \
-        "tuning all 62 tasks: 96 trials in batches of 16; at most 8 per task"
+        "tuning 62 of 62 tasks with 96 trials per slice in batches of 16, at most 8 per task"
     assert plan_line(budget, active=False).startswith("plan: tuning 12 of 62 tasks")
     assert plan_line(None) == "" and plan_line({}) == ""
 

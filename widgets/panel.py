@@ -214,17 +214,16 @@ class Panel:
 
     def stop(self) -> str:
         """Stop the attached run (and its sweep); returns the final status. Blocks up to ~6 s."""
-        if self.run is None:
-            return "idle"
-        status = self.run.stop()
-        self.refresh(force=True)
-        return status
+        return self._now(lambda run: run.stop())
 
     def finish(self) -> str:
-        """End tuning now; the run compiles, verifies and times the best model so far. Blocks up to ~5 s."""
+        """End tuning now; the run compiles, verifies and times the best model so far. Returns at once."""
+        return self._now(lambda run: run.finish())
+
+    def _now(self, call: Callable[["workbench.Run"], str]) -> str:
         if self.run is None:
             return "idle"
-        status = self.run.finish()
+        status = call(self.run)
         self.refresh(force=True)
         return status
 
@@ -334,25 +333,22 @@ class Panel:
         self.attach(run)
 
     async def _stop_action(self) -> None:
-        if self.run is None:
-            return
-        self._busy = "stopping"
-        self._update_buttons()
-        self._status.value = f"<b>stopping</b> run {html.escape(self.run.id)} ..."
-        await self._blocking(self.run.stop)
-        self._busy = ""
-        self.refresh(force=True)
+        await self._run_action("stopping", "", self.run.stop if self.run else None)
 
     async def _finish_action(self) -> None:
-        if self.run is None:
+        await self._run_action("finishing", ": ending tuning", self.run.finish if self.run else None)
+        self.start()
+
+    async def _run_action(self, busy: str, what: str, call: Callable[[], Any] | None) -> None:
+        """Stop or Finish: say so, call the run in the executor, then redraw."""
+        if call is None:
             return
-        self._busy = "finishing"
+        self._busy = busy
         self._update_buttons()
-        self._status.value = f"<b>finishing</b> run {html.escape(self.run.id)}: ending tuning ..."
-        await self._blocking(self.run.finish)
+        self._status.value = f"<b>{busy}</b> run {html.escape(self.run.id)}{what} ..."
+        await self._blocking(call)
         self._busy = ""
         self.refresh(force=True)
-        self.start()
 
     async def _sweep_action(self) -> None:
         if self.run is None:

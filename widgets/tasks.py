@@ -12,6 +12,8 @@ from typing import Any
 import ipywidgets as W
 import pandas as pd
 
+from workbench.budget import describe
+
 from .analysis import fmt_us, time_unit
 
 MAX_ROWS = 15  # rows the table shows; the rest are summed up in one line
@@ -49,21 +51,11 @@ def finish_requested(run: Any) -> bool:
 # -- the plan line ------------------------------------------------------------------------------------
 
 def plan_line(budget: dict | None, active: bool = True) -> str:
-    """'tuning 12 of 62 tasks (the rest keep their default schedule): 96 trials in batches of 16', from
-    `Run.plan["budget"]` ('' without one); 'plan: ...' once the run is over."""
+    """The plan's one line (`workbench.budget.describe`, as the CLI prints it), from `Run.plan["budget"]`
+    ('' without one); 'plan: ...' once the run is over."""
     if not budget:
         return ""
-    total, tuned = int(budget.get("tasks_total") or 0), int(budget.get("tasks_tuned") or 0)
-    default = int(budget.get("tasks_default") or max(0, total - tuned))
-    which = (f"{tuned} of {total} tasks (the rest keep their default schedule)" if default
-             else f"all {tuned} task{'s' if tuned != 1 else ''}")
-    text = f"tuning {which}: {budget.get('trials')} trials in batches of {budget.get('batch')}"
-    extra = []
-    if budget.get("trials_per_task"):
-        extra.append(f"at most {budget['trials_per_task']} per task")
-    if default and budget.get("selection"):
-        extra.append(f"tasks chosen by {budget['selection']}")
-    text += "".join(f"; {e}" for e in extra)
+    text = describe(budget)
     return text if active else f"plan: {text}"
 
 

@@ -42,11 +42,12 @@ class Budget:
 def describe(budget: dict) -> str:
     """One line for the CLI and the panel, from a plan's `budget`."""
     default, n = budget["tasks_default"], budget["tasks_total"]
-    rest = (f"; the other {default} keep their default schedule (outside the budget: "
-            f"{100 * (1 - budget['tuned_cost_share']):.0f} % of the estimated cost)") if default else ""
+    share = budget.get("tuned_cost_share")
+    cost = f": {100 * (1 - share):.0f} % of the estimated cost" if share is not None else ""
+    rest = f"; the other {default} keep their default schedule (outside the budget{cost})" if default else ""
     cap = f", at most {budget['trials_per_task']} per task" if budget.get("trials_per_task") else ""
-    smaller = (f" (not {budget['batch_asked']}: the budget is below a batch per shard)"
-               if budget["batch"] < budget["batch_asked"] else "")
+    asked = budget.get("batch_asked", budget["batch"])
+    smaller = f" (not {asked}: the budget is below a batch per shard)" if budget["batch"] < asked else ""
     return (f"tuning {budget['tasks_tuned']} of {n} tasks with {budget['trials']} trials per slice in batches of "
             f"{budget['batch']}{smaller}{cap}{rest}")
 

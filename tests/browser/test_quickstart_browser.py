@@ -63,6 +63,11 @@ def test_quickstart_in_jupyterlab(request, require_browser: Callable[[], str], a
     assert page.locator(".wb-panel .wb-progress .widget-hprogress, .wb-panel .wb-progress progress, "
                         ".wb-panel .wb-progress .progress").count() >= 2
     assert page.locator(".wb-panel .wb-tune button, .wb-panel button.wb-tune").count() >= 1
+    assert page.locator(".wb-panel .wb-finish button, .wb-panel button.wb-finish").count() >= 1
+    # the per-task table: both tasks of mlp-small, each with its default time and its tuned state
+    rows = page.locator(".wb-panel .wb-tasks tbody tr")
+    assert rows.count() == 2, page.locator(".wb-panel .wb-tasks").inner_text()
+    assert all("tuned" in rows.nth(i).inner_text() for i in range(2)), page.locator(".wb-panel .wb-tasks").inner_text()
     # the notebook went on after the run: results table and the %workbench runs table
     print(f"{time.monotonic() - t0:.0f} s: {status}")
     page.wait_for_function("() => document.querySelectorAll('.jp-OutputArea-output table.dataframe').length >= 3",
