@@ -30,6 +30,7 @@ sys.path.insert(0, HERE)
 
 import workbench as wb  # noqa: E402
 from tuning_throughput import checkpoint_dbs, tuning_window, utilisation  # noqa: E402
+from workbench.events import EVENTS_FILE  # noqa: E402
 from workbench.finisher import measured_defaults  # noqa: E402
 from workbench.hardware import TargetSpec  # noqa: E402
 from workbench.sweep import infer_at  # noqa: E402
@@ -97,7 +98,7 @@ def main() -> None:
     wall = round(time.time() - t0, 1)
     run = wb.open_run("last", home)
     events = run.event_list()
-    with open(os.path.join(run.dir, "events.jsonl"), "rb") as f, gzip.open(stem + ".events.jsonl.gz", "wb") as g:
+    with open(os.path.join(run.dir, EVENTS_FILE), "rb") as f, gzip.open(stem + ".events.jsonl.gz", "wb") as g:
         shutil.copyfileobj(f, g)
     res = run.results.to_dict("records")
     tasks = run.tasks()

@@ -25,7 +25,7 @@ from widgets.tasks import plan_line, short_task, sort_tasks, top_tasks
 
 ROOT = Path(__file__).resolve().parents[1]
 PUBLIC = {"TuneSpec", "SpecError", "tune", "open_run", "list_runs", "list_models", "detect_hardware", "Run",
-          "Slice", "Hardware", "ModelInfo"}
+          "Slice", "Hardware", "ModelInfo", "describe_budget", "fmt_us", "fmt_seconds", "time_unit"}
 SPEC_CONSTANTS = {"TARGETS", "COST_MODELS", "STRATEGIES", "parse_slices", "DEFAULT_SWEEP"}
 
 
@@ -229,7 +229,7 @@ def test_attached_finished_run_with_sweep(home, tmp_path) -> None:
     # two tasks: both drawn, both in the table, nothing left over
     assert p.live_figure.layout.annotations[0].text == CURVE_TITLE
     assert [r["task"] for r in snap["tasks"]] == ["fused_matmul_add_relu", "fused_matmul1_add1"]
-    assert snap["tasks_more"] == "" and snap["plan"].startswith("plan: tuning all 2 tasks: 8 trials in batches of 2")
+    assert snap["tasks_more"] == "" and snap["plan"].startswith("plan: tuning 2 of 2 tasks with 8 trials per slice in batches of 2")
     assert p.controls["slices"].value == [50, 100] and p.controls["shards"].value == 2
     paths = p.export_csv(str(tmp_path / "csv"))
     assert len(paths) == 5 and all(os.path.exists(x) for x in paths)

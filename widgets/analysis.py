@@ -9,6 +9,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from workbench import fmt_seconds, fmt_us, time_unit  # noqa: F401 - the panel's names for them
+
 SWEEP_COLUMNS = ("tuned_at", "inferred_at", "latency_ms_median")
 
 
@@ -94,36 +96,3 @@ def phase_spans(phases: pd.DataFrame, t0: float, now: float) -> list[dict]:
         label = f"{row['phase']} {int(at)}%" if has_at else str(row["phase"])
         spans.append({"phase": row["phase"], "label": label, "x0": row["t"] - t0, "x1": max(end, row["t"]) - t0})
     return spans
-
-
-def fmt_seconds(seconds: float | None) -> str:
-    """12.3 -> '12 s', 75 -> '1 min 15 s', None -> '-'."""
-    if seconds is None or (isinstance(seconds, float) and math.isnan(seconds)):
-        return "-"
-    s = int(round(seconds))
-    if s < 60:
-        return f"{s} s"
-    if s < 3600:
-        return f"{s // 60} min {s % 60:02d} s"
-    return f"{s // 3600} h {(s % 3600) // 60:02d} min"
-
-
-def _missing(v: object) -> bool:
-    return v is None or (isinstance(v, float) and math.isnan(v))
-
-
-def time_unit(values: "list[float | None] | pd.Series") -> str:
-    """'ms' when the largest known value is at least 1000 us, else 'us' (one unit for a whole column)."""
-    known = [float(v) for v in values if not _missing(v)]
-    return "ms" if known and max(known) >= 1000 else "us"
-
-
-def fmt_us(us: float | None, unit: str | None = None) -> str:
-    """Microseconds as '0.9 us' / '1.234 ms' ('-' when unknown); `unit` ('us' or 'ms') forces the unit,
-    so that a column of times reads in one unit (see `time_unit`)."""
-    if _missing(us):
-        return "-"
-    unit = unit or ("ms" if us >= 1000 else "us")
-    if unit not in ("us", "ms"):
-        raise ValueError(f"unit must be 'us' or 'ms', got {unit!r}")
-    return f"{us / 1000:.3f} ms" if unit == "ms" else f"{us:.1f} us"

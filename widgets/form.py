@@ -18,10 +18,7 @@ from workbench.spec import COST_MODELS, DEFAULT_SWEEP, STRATEGIES, TARGETS, pars
 ONNX = "__onnx__"
 SPEC_FIELDS = ("model", "input_shape", "target", "slices", "servers", "shards", "trials", "trials_per_batch",
                "cost_model", "strategy")
-# SpecError.field -> the control that shows it
-FIELD_CONTROL = {"model": "model", "input_shape": "input_shape", "target": "target", "slices": "slices",
-                 "servers": "servers", "shards": "shards", "trials": "trials", "trials_per_batch": "trials_per_batch",
-                 "cost_model": "cost_model", "strategy": "strategy", "sweep_slices": "sweep_slices"}
+ERROR_FIELDS = (*SPEC_FIELDS, "sweep_slices")  # a SpecError.field shown at its own control (others: the general line)
 LABEL_WIDTH = "120px"
 
 
@@ -121,7 +118,7 @@ class TuneForm:
             ctl.add_class(f"wb-field-{name.replace('_', '-')}")
         self.errors_view: dict[str, W.HTML] = {}
         self._shown: dict[str, list[str]] = {}
-        for name in (*FIELD_CONTROL.values(), "general"):
+        for name in (*ERROR_FIELDS, "general"):
             box = W.HTML(value="", layout=W.Layout(display="none", margin="0 0 0 " + LABEL_WIDTH))
             box.add_class("wb-err")
             box.add_class(f"wb-err-{name.replace('_', '-')}")
@@ -211,7 +208,7 @@ class TuneForm:
         """Show `errors` (field -> message); unknown fields go to the general line."""
         per_box: dict[str, list[str]] = {}
         for field_name, message in errors.items():
-            box = FIELD_CONTROL.get(field_name, "general")
+            box = field_name if field_name in ERROR_FIELDS else "general"
             text = message if box != "general" else f"{field_name}: {message}"
             per_box.setdefault(box, []).append(text)
         for name, box in self.errors_view.items():
@@ -250,8 +247,3 @@ class TuneForm:
         hint = slice_hint(list(c["slices"].value), c["target"].value)
         self.slice_info.value = (f"<div style='font-size:90%;margin-left:{LABEL_WIDTH};color:#555'>"
                                  f"{html.escape(hint)}</div>") if hint else ""
-
-    def set_enabled(self, enabled: bool) -> None:
-        for name, ctl in self.controls.items():
-            if name not in ("sweep_slices", "csv_folder"):
-                ctl.disabled = not enabled

@@ -29,7 +29,7 @@ from workbench.spec import parse_slices
 
 from .analysis import fmt_seconds, recommend_tuning_slice
 from .figures import make_live_figure, make_sweep_figure, reset_live_figure, update_live_figure, update_sweep_figure
-from .form import FIELD_CONTROL, SPEC_FIELDS, TuneForm
+from .form import ERROR_FIELDS, SPEC_FIELDS, TuneForm
 from .progress import ShardBars
 from .tasks import TaskTable, finish_requested, plan_html, top_tasks, trace_note
 
@@ -296,7 +296,7 @@ class Panel:
 
     def _show_error(self, err: Exception) -> None:
         if isinstance(err, workbench.SpecError):
-            if err.field not in FIELD_CONTROL:  # field errors are already shown at their field
+            if err.field not in ERROR_FIELDS:  # field errors are already shown at their field
                 self.form.show_general(f"{err.field}: {err.message}")
         else:
             self.form.show_general(f"{type(err).__name__}: {err}")

@@ -12,7 +12,7 @@ from typing import Any
 import ipywidgets as W
 import pandas as pd
 
-from workbench.budget import describe
+from workbench import describe_budget
 
 from .analysis import fmt_us, time_unit
 
@@ -55,7 +55,7 @@ def plan_line(budget: dict | None, active: bool = True) -> str:
     ('' without one); 'plan: ...' once the run is over."""
     if not budget:
         return ""
-    text = describe(budget)
+    text = describe_budget(budget)
     return text if active else f"plan: {text}"
 
 

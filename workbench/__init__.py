@@ -12,7 +12,8 @@ __version__ = "0.1.0"
 
 __all__ = ["TuneSpec", "Slice", "SpecError", "Run", "tune", "resume", "open_run", "list_runs", "list_models",
            "ModelInfo", "detect_hardware", "Hardware", "sweep", "workbench_home", "plan_run",
-           "load_ipython_extension", "unload_ipython_extension"]
+           "load_ipython_extension", "unload_ipython_extension", "describe_budget", "fmt_us", "fmt_seconds",
+           "time_unit"]
 
 
 def __getattr__(name: str):
@@ -25,6 +26,14 @@ def __getattr__(name: str):
         from . import run
 
         return getattr(run, name)
+    if name == "describe_budget":
+        from .budget import describe
+
+        return describe
+    if name in ("fmt_us", "fmt_seconds", "time_unit"):
+        from . import units
+
+        return getattr(units, name)
     if name == "sweep":
         from .sweep import sweep_run
 

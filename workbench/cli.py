@@ -11,6 +11,7 @@ from .budget import describe
 from .procs import ProcessError
 from .spec import SpecError, TuneSpec
 from .task_table import SORTS
+from .units import fmt_us
 
 TOP_TASKS = 15  # tasks listed by `show` and after a run, unless --all-tasks
 
@@ -112,12 +113,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _fmt_us(us: float | None) -> str:
-    if us is None:
-        return "-"
-    return f"{us / 1000:.3f} ms" if us >= 1000 else f"{us:.1f} us"
-
-
 def format_event(e: dict[str, Any]) -> str | None:
     k = e["kind"]
     at = f"[{e['tuned_at']}%] " if e.get("tuned_at") is not None else ""
@@ -139,7 +134,7 @@ def format_event(e: dict[str, Any]) -> str | None:
     if k == "defaults":
         timed = {t: us for t, us in e["defaults_us"].items() if us is not None}
         slowest = max(timed, key=timed.get, default=None)
-        worst = f", slowest {slowest} {_fmt_us(timed[slowest])}" if slowest else ""
+        worst = f", slowest {slowest} {fmt_us(timed[slowest])}" if slowest else ""
         failed = f", {len(e['errors'])} not timed" if e.get("errors") else ""
         return f"{at}shard {e['shard']}: default schedules of {len(timed)} tasks timed in {e['seconds']:.1f} s{worst}{failed}"
     if k == "finish_requested":
@@ -150,7 +145,7 @@ def format_event(e: dict[str, Any]) -> str | None:
         return f"{at}shard {e['shard']}: task {e['task']} skipped: {e['reason']}"
     if k == "batch":
         return (f"{at}shard {e['shard']} {e['shard_trials_done']:>4}/{e['trials_budget']} {e['task']}: best "
-                f"{_fmt_us(e['best_us'])}, shard estimate {_fmt_us(e['est_shard_us'])}"
+                f"{fmt_us(e['best_us'])}, shard estimate {fmt_us(e['est_shard_us'])}"
                 + (f", {e['build_errors']}+{e['run_errors']} errors" if e["build_errors"] or e["run_errors"] else ""))
     if k == "shard_finished":
         return f"{at}shard {e['shard']} finished: {e['trials_done']} trials"
@@ -210,8 +205,8 @@ def task_lines(tasks, sort: str = "share", every: bool = False) -> str:
     table = shown.assign(
         task=[t if len(t) <= 44 else t[:41] + "..." for t in shown.task],
         share=[f"{100 * v:.1f}%" if v == v else "-" for v in shown.share],
-        default=[_fmt_us(v) if v == v else "-" for v in shown.default_us],
-        best=[_fmt_us(v) if v == v else "-" for v in shown.best_us],
+        default=[fmt_us(v) if v == v else "-" for v in shown.default_us],
+        best=[fmt_us(v) if v == v else "-" for v in shown.best_us],
         gain=[f"{d / b:.2f}x" if d == d and b == b and b > 0 else "-" for d, b in zip(shown.default_us, shown.best_us)],
         kept=[k or "-" for k in shown.kept])
     out = table[["task", "state", "share", "default", "best", "gain", "trials", "kept"]].to_string(index=False)

@@ -6,22 +6,25 @@ O_APPEND write, so writers in several processes do not interleave); read by `Run
 Every event has `t` (unix seconds), `kind` and `source`. Kinds and their extra fields:
 
 - launched: resume (written by the launcher the moment it starts a supervisor)
-- run_started: spec, run_id, target, pid
-- phase: phase (planning|servers|tuning|merging|compiling|verifying|timing|sweeping|done), tuned_at
+- run_started: spec, run_id, target, pid, resume
+- phase: phase (servers|tuning|merging|compiling|verifying|sweeping), tuned_at
 - hardware: target, device, ncores, gpu_note
 - mps: gpu, started, reason, pipe_dir (one per GPU's MPS control daemon)
 - server_ready: server, tuned_at, slice_percent, slice_applied, reason, sm_count, cores, port
-- shard_planned: shard, tuned_at, tasks, trials_budget, cost
+- shard_planned: shard, tuned_at, tasks, trials_budget, cost, replica
+- defaults: shard, tuned_at, defaults_us ({task: us of its default schedule, or null}), errors, seconds
 - shard_started / shard_finished: shard, tuned_at, pid, startup_s (seconds by start-up phase) | exit_code,
-  trials_done
+  trials_done, note
 - shard_failed: shard, tuned_at, exit_code, log_tail
 - server_lost: server, tuned_at, exit_code, servers_left, log_tail (measuring goes on on the others)
 - task_skipped: shard, task, reason (a task whose design space cannot be generated)
-- batch: shard, tuned_at, task, task_id, weight, flop, batch_size, trials_done (task),
-  trials_budget (shard), shard_trials_done, latest_us (list), best_us, best_gflops,
-  build_errors, run_errors, est_shard_us, shard_tasks_measured, shard_tasks
+- batch: shard, tuned_at, task, task_id, weight, flop, batch_size, trials_done (the task's),
+  trials_budget (the shard's), shard_trials_done, latest_us (list), best_us, best_gflops,
+  build_errors, run_errors, est_shard_us, shard_tasks_measured, shard_tasks, build_s, build_each_s
+- finish_requested (Run.finish) / stage_skipped: tuned_at, reason (a slice not tuned after a finish)
 - merged: tuned_at, records, workloads, path
-- compiled / verified / timed: tuned_at, ... (see results.py)
+- compiled: tuned_at, tasks_tuned, tasks_total, kept_tuned, kept_default, choices (per task: default_us,
+  best_us, kept) / verified: match, max_abs_err / timed: tuned_ms, untuned_ms, their IQRs, verdict, kept
 - sweep_point: tuned_at, inferred_at, latency_ms_median, latency_ms_iqr, sm_count, slice_applied
 - telemetry: cpu_percent, mem_percent, gpus (list of {index, sm_util, mem_used_mb, ...}), gpu_note
 - error: message, where

@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import subprocess
-import sys
-
 from . import diskspace, store
 from .client import DEFAULT_BUILDER, DEFAULT_RUNNER
 from .hardware import Hardware, detect, resolve_target, target_spec
@@ -16,6 +13,7 @@ from .models import check_model, load_model
 from .placement import choose_gpus
 from .run import Run
 from .budget import plan_budget
+from .control import start_supervisor
 from .finisher import repair_databases
 from .shards import extract_tasks, plan_shards, task_info
 from .spec import SpecError, TuneSpec
@@ -67,54 +65,6 @@ def plan_run(spec: TuneSpec, hw: Hardware | None = None, runner: str = DEFAULT_R
     return {"target": tspec.to_dict(), "tasks": rows, "budget": budget.to_dict(),
             "shards": [s.to_dict() for s in shards], "runner": runner, "builder": builder,
             "sessions": sessions, "first_round": first_round, "gpus": gpus, "input_shape": list(model.input_shape), "dtype": model.dtype}
-
-
-def spawn_detached(argv: list[str], log_path: str, env: dict[str, str] | None = None) -> int:
-    """Start `argv` in its own session, re-parented away from us (no zombie in the caller); its pid."""
-    helper = ("import subprocess, sys\n"
-              "log = open(sys.argv[1], 'ab')\n"
-              "p = subprocess.Popen(sys.argv[2:], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,"
-              " start_new_session=True)\n"
-              "print(p.pid)\n")
-    out = subprocess.run([sys.executable, "-c", helper, log_path, *argv], capture_output=True, text=True,
-                         env=env, timeout=30, check=True)
-    return int(out.stdout.strip())
-
-
-def start_supervisor(run_dir: str, resume: bool = False) -> int:
-    from .events import EventWriter
-
-    # Marks the (re)start at once, so that a Run opened now does not read an older run_finished as its end.
-    EventWriter(os.path.join(run_dir, "events.jsonl"), "launcher").emit("launched", resume=resume)
-    diskspace.reserve_space(run_dir)  # the supervisor frees it at the end: room for its last events on a full disk
-    env = dict(os.environ)
-    env["PYTHONUNBUFFERED"] = "1"
-    argv = [sys.executable, "-m", "workbench.supervisor", run_dir] + (["--resume"] if resume else [])
-    pid = spawn_detached(argv, os.path.join(run_dir, "logs", "supervisor.log"), env)
-    procs = store.read_json(os.path.join(run_dir, store.PROCS_FILE), {}) or {}
-    procs["supervisor"] = pid
-    store.write_json(os.path.join(run_dir, store.PROCS_FILE), procs)
-    return pid
-
-
-def start_sweep(run_dir: str, slices: list[int]) -> int:
-    """Start `python -m workbench.sweep RUN_DIR SLICES` detached; its pid is kept in procs.json."""
-    from .spec import parse_slices
-
-    slices = list(parse_slices(slices, "sweep_slices"))
-    r = Run(run_dir)
-    if r.status in ("running", "starting"):
-        raise SpecError("sweep_slices", f"run {r.id} is still tuning; sweep it when it has finished")
-    if r.sweeping:
-        raise SpecError("sweep_slices", f"a sweep of run {r.id} is already running")
-    if not len(r.results):
-        raise SpecError("run", f"run {r.id} has no tuned model to sweep")
-    argv = [sys.executable, "-m", "workbench.sweep", run_dir, ",".join(map(str, slices))]
-    pid = spawn_detached(argv, os.path.join(run_dir, "logs", "sweep.log"), dict(os.environ))
-    procs = store.read_json(os.path.join(run_dir, store.PROCS_FILE), {}) or {}
-    procs["sweeper"] = pid
-    store.write_json(os.path.join(run_dir, store.PROCS_FILE), procs)
-    return pid
 
 
 def tune(spec: TuneSpec | None = None, *, home: str | None = None, runner: str = DEFAULT_RUNNER,

@@ -92,8 +92,6 @@ def stop_group(pid: int, term_timeout: float = 3.0, kill_timeout: float = 2.0) -
 class ManagedProcess:
     """A child process in its own session with a log file, a readiness check and a safe stop()."""
 
-    role = "process"
-
     def __init__(self, name: str, argv: Sequence[str], env: dict[str, str], log_path: str,
                  cwd: str | None = None, cpu_affinity: Sequence[int] | None = None) -> None:
         self.name = name

@@ -9,13 +9,13 @@ import contextlib
 import os
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pandas as pd
 
 from . import diskspace, store
-from .events import TERMINAL, EventReader
+from .events import EVENTS_FILE, TERMINAL, EventReader, EventWriter
 from .procs import group_alive, kill_group, stop_group
 from .spec import SpecError, TuneSpec
 
@@ -28,7 +28,7 @@ class Run:
         if not isinstance(spec, dict):
             raise SpecError("run", f"{self.dir} holds no readable {store.SPEC_FILE}: not a workbench run folder")
         self.spec = TuneSpec.from_dict(spec)
-        self._reader = EventReader(os.path.join(self.dir, "events.jsonl"))
+        self._reader = EventReader(os.path.join(self.dir, EVENTS_FILE))
         self._held = 0  # > 0 inside consistent(): tables do not read new events
         self._events: list[dict[str, Any]] = []
 
@@ -91,12 +91,6 @@ class Run:
                     return
                 time.sleep(poll)
 
-    def watch(self, callback: Callable[[dict[str, Any]], None], timeout: float | None = None) -> str:
-        """Call `callback(event)` for every event until the run ends; returns the final status."""
-        for event in self.follow(timeout=timeout):
-            callback(event)
-        return self.status
-
     def wait(self, timeout: float | None = None) -> str:
         for _ in self.follow(timeout=timeout):
             pass
@@ -149,9 +143,9 @@ class Run:
 
     def start_sweep(self, slices: list[int] | tuple[int, ...]) -> None:
         """Time this run's tuned models at `slices` in a detached process; sweep_point events follow."""
-        from .launch import start_sweep
+        from .control import start_sweep
 
-        start_sweep(self.dir, list(slices))
+        start_sweep(self, list(slices))
 
     def stop(self, timeout: float = 5.0) -> str:
         """Ask the supervisor to stop everything; force-kill whatever is left after `timeout`."""
@@ -173,10 +167,8 @@ class Run:
             daemon.stop()
         self.poll_events()
         if self._finished_event() is None and not self.supervisor_alive():
-            from .events import EventWriter
-
             diskspace.release_space(self.dir)  # room for the last event on a full disk
-            EventWriter(os.path.join(self.dir, "events.jsonl"), "run").emit(
+            EventWriter(os.path.join(self.dir, EVENTS_FILE), "run").emit(
                 "run_finished", status="stopped", message="stopped (supervisor did not finish on its own)")
         return self.status
 
@@ -186,9 +178,7 @@ class Run:
         pid = self._procs().get("supervisor")
         if not pid or not group_alive(pid) or self._finished_event() is not None:
             raise SpecError("run", f"run {self.id} is not tuning ({self.status}); there is nothing to finish")
-        from .events import EventWriter
-
-        EventWriter(os.path.join(self.dir, "events.jsonl"), "run").emit("finish_requested")
+        EventWriter(os.path.join(self.dir, EVENTS_FILE), "run").emit("finish_requested")
         os.kill(pid, signal.SIGUSR1)  # the supervisor alone: it stops its clients and finishes the stage
         return self.status
 

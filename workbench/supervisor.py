@@ -15,7 +15,7 @@ import traceback
 
 from . import diskspace, store
 from .client import DEFAULT_BUILDER, DEFAULT_RUNNER, ShardJob
-from .events import EventWriter
+from .events import EVENTS_FILE, EventWriter
 from .hardware import GpuInfo, TargetSpec, detect
 from .mps import MpsDaemon
 from .placement import gpu_server_bindings, place_servers
@@ -40,7 +40,7 @@ class Supervisor:
         self.spec = TuneSpec.from_dict(store.read_json(os.path.join(run_dir, store.SPEC_FILE)))
         self.plan = store.read_json(os.path.join(run_dir, store.PLAN_FILE))
         self.target = TargetSpec.from_dict(self.plan["target"])
-        self.events = EventWriter(os.path.join(run_dir, "events.jsonl"), "supervisor")
+        self.events = EventWriter(os.path.join(run_dir, EVENTS_FILE), "supervisor")
         self.hw = detect()
         self.cores = sorted(os.sched_getaffinity(0))
         self.stop_requested = False

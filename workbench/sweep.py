@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pandas as pd
 
 from . import store
-from .events import EventWriter
+from .events import EVENTS_FILE, EventWriter
 from .hardware import TargetSpec, detect
 from .mps import MpsDaemon
 from .procs import ManagedProcess, ProcessError, python_argv, tail
@@ -81,7 +81,7 @@ def sweep_run(run_dir: str, slices: list[int], daemon: MpsDaemon | None = None, 
     spec = TuneSpec.from_dict(store.read_json(os.path.join(run_dir, store.SPEC_FILE)))
     plan = store.read_json(os.path.join(run_dir, store.PLAN_FILE))
     target = TargetSpec.from_dict(plan["target"])
-    events = events or EventWriter(os.path.join(run_dir, "events.jsonl"), "sweep")
+    events = events or EventWriter(os.path.join(run_dir, EVENTS_FILE), "sweep")
     libs = {str(p): os.path.join(run_dir, "stages", str(p), "tuned.so") for p in spec.slices}
     libs = {k: v for k, v in libs.items() if os.path.exists(v)}
     if not libs:
@@ -138,7 +138,7 @@ def main(argv: list[str] | None = None) -> None:
     if len(argv) != 2:
         sys.exit("usage: python -m workbench.sweep RUN_DIR SLICES")
     run_dir, slices = os.path.abspath(argv[0]), list(parse_slices(argv[1], "sweep_slices"))
-    events = EventWriter(os.path.join(run_dir, "events.jsonl"), "sweep")
+    events = EventWriter(os.path.join(run_dir, EVENTS_FILE), "sweep")
     stop = {"flag": False}
     signal.signal(signal.SIGTERM, lambda *_: stop.update(flag=True))
     events.emit("sweep_started", slices=slices, pid=os.getpid())

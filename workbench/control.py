@@ -1,0 +1,57 @@
+"""Starting a run's background processes: its supervisor and its sweeps, detached from the caller.
+
+The read model (`Run`) calls in here to sweep; nothing here imports it, so the two stay apart.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from . import diskspace, store
+from .events import EVENTS_FILE, EventWriter
+from .spec import SpecError, parse_slices
+
+
+def spawn_detached(argv: list[str], log_path: str, env: dict[str, str] | None = None) -> int:
+    """Start `argv` in its own session, re-parented away from us (no zombie in the caller); its pid."""
+    helper = ("import subprocess, sys\n"
+              "log = open(sys.argv[1], 'ab')\n"
+              "p = subprocess.Popen(sys.argv[2:], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,"
+              " start_new_session=True)\n"
+              "print(p.pid)\n")
+    out = subprocess.run([sys.executable, "-c", helper, log_path, *argv], capture_output=True, text=True,
+                         env=env, timeout=30, check=True)
+    return int(out.stdout.strip())
+
+
+def _record_pid(run_dir: str, role: str, pid: int) -> int:
+    procs = store.read_json(os.path.join(run_dir, store.PROCS_FILE), {}) or {}
+    procs[role] = pid
+    store.write_json(os.path.join(run_dir, store.PROCS_FILE), procs)
+    return pid
+
+
+def start_supervisor(run_dir: str, resume: bool = False) -> int:
+    """Start `python -m workbench.supervisor RUN_DIR` detached; its pid is kept in procs.json."""
+    # Marks the (re)start at once, so that a Run opened now does not read an older run_finished as its end.
+    EventWriter(os.path.join(run_dir, EVENTS_FILE), "launcher").emit("launched", resume=resume)
+    diskspace.reserve_space(run_dir)  # the supervisor frees it at the end: room for its last events on a full disk
+    env = dict(os.environ)
+    env["PYTHONUNBUFFERED"] = "1"
+    argv = [sys.executable, "-m", "workbench.supervisor", run_dir] + (["--resume"] if resume else [])
+    return _record_pid(run_dir, "supervisor", spawn_detached(argv, os.path.join(run_dir, "logs", "supervisor.log"), env))
+
+
+def start_sweep(run, slices: list[int]) -> int:
+    """Start `python -m workbench.sweep RUN_DIR SLICES` for `run` (a Run) detached; its pid is kept in procs.json."""
+    slices = list(parse_slices(slices, "sweep_slices"))
+    if run.status in ("running", "starting"):
+        raise SpecError("sweep_slices", f"run {run.id} is still tuning; sweep it when it has finished")
+    if run.sweeping:
+        raise SpecError("sweep_slices", f"a sweep of run {run.id} is already running")
+    if not len(run.results):
+        raise SpecError("run", f"run {run.id} has no tuned model to sweep")
+    argv = [sys.executable, "-m", "workbench.sweep", run.dir, ",".join(map(str, slices))]
+    return _record_pid(run.dir, "sweeper", spawn_detached(argv, os.path.join(run.dir, "logs", "sweep.log"),
+                                                          dict(os.environ)))

@@ -1,0 +1,41 @@
+"""Times as people read them: one format for the CLI, the panel and the bench."""
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+def fmt_seconds(seconds: float | None) -> str:
+    """12.3 -> '12 s', 75 -> '1 min 15 s', None -> '-'."""
+    if seconds is None or (isinstance(seconds, float) and math.isnan(seconds)):
+        return "-"
+    s = int(round(seconds))
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60:02d} s"
+    return f"{s // 3600} h {(s % 3600) // 60:02d} min"
+
+
+def _missing(v: object) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v))
+
+
+def time_unit(values: "list[float | None] | pd.Series") -> str:
+    """'ms' when the largest known value is at least 1000 us, else 'us' (one unit for a whole column)."""
+    known = [float(v) for v in values if not _missing(v)]
+    return "ms" if known and max(known) >= 1000 else "us"
+
+
+def fmt_us(us: float | None, unit: str | None = None) -> str:
+    """Microseconds as '0.9 us' / '1.234 ms' ('-' when unknown); `unit` ('us' or 'ms') forces the unit,
+    so that a column of times reads in one unit (see `time_unit`)."""
+    if _missing(us):
+        return "-"
+    unit = unit or ("ms" if us >= 1000 else "us")
+    if unit not in ("us", "ms"):
+        raise ValueError(f"unit must be 'us' or 'ms', got {unit!r}")
+    return f"{us / 1000:.3f} ms" if unit == "ms" else f"{us:.1f} us"
