@@ -6,7 +6,6 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
-from .client import DEFAULT_BUILDER, DEFAULT_RUNNER
 from .budget import describe
 from .procs import ProcessError
 from .spec import SpecError, TuneSpec
@@ -56,12 +55,11 @@ def add_tune_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--builder-workers", type=_int, default=None, help="build worker processes per shard")
     p.add_argument("--measure-timeout", dest="measure_timeout_s", type=_int, default=d.measure_timeout_s,
                    help="seconds per measurement")
-    p.add_argument("--first-round", default="auto",
+    p.add_argument("--first-round", default=None,
                    help="how a task's first batch is drawn: auto (evolutionary on CUDA, random on CPUs), random "
                         "or evolutionary (stock MetaSchedule)")
-    p.add_argument("--runner", default=DEFAULT_RUNNER, help=argparse.SUPPRESS)
-    p.add_argument("--builder", default=DEFAULT_BUILDER, help=argparse.SUPPRESS)
-    p.add_argument("--sessions", default="persistent", help=argparse.SUPPRESS)
+    for option in ("runner", "builder", "sessions"):  # EngineOptions for the bench and tests; not for users
+        p.add_argument(f"--{option}", default=None, help=argparse.SUPPRESS)
 
 
 def _int(text: str) -> int:

@@ -16,11 +16,8 @@ from dataclasses import dataclass
 from . import store
 from .events import EventWriter
 from .hardware import TargetSpec
+from .options import EngineOptions
 from .spec import TuneSpec
-
-# The engine's defaults (one place: launch, the CLI and the supervisor refer to these).
-DEFAULT_RUNNER = "rpc-batch"  # rpc-batch (one session per server per batch) | rpc (one per candidate) | local (stock)
-DEFAULT_BUILDER = "persistent"  # persistent | persistent-cut (stragglers dropped) | local (stock LocalBuilder)
 
 
 @dataclass(frozen=True)
@@ -38,11 +35,9 @@ class ShardJob:
     runner_workers: int
     builder_workers: int
     num_threads: int
-    runner: str = DEFAULT_RUNNER
-    builder: str = DEFAULT_BUILDER
+    options: EngineOptions = EngineOptions()  # resolved: first_round is random or evolutionary
     prewarm: bool = False  # start builder workers during client start-up (pays off with spare cores)
     replica: int = 0  # > 0: an extra search of tasks another shard also tunes, seeded differently
-    first_round: str = "random"  # random | evolutionary (stock: TVM's evolution), as the plan resolved "auto"
     measure: tuple[str, ...] = ()  # tasks left on their default schedule: only their defaults are timed here
 
     @property
@@ -53,6 +48,7 @@ class ShardJob:
         d = {k: getattr(self, k) for k in self.__dataclass_fields__}
         d["spec"] = json.loads(self.spec.to_json())
         d["target"] = self.target.to_dict()
+        d["options"] = self.options.to_dict()
         d["tasks"] = list(self.tasks)
         d["measure"] = list(self.measure)
         d["tracker"] = list(self.tracker)
@@ -63,6 +59,7 @@ class ShardJob:
         d = json.loads(text)
         d["spec"] = TuneSpec.from_dict(d["spec"])
         d["target"] = TargetSpec.from_dict(d["target"])
+        d["options"] = EngineOptions(**d["options"])
         d["tasks"] = tuple(d["tasks"])
         d["measure"] = tuple(d.get("measure", ()))
         d["tracker"] = (d["tracker"][0], int(d["tracker"][1]), d["tracker"][2])
@@ -80,7 +77,7 @@ def evaluator_config(target_kind: str):
 def make_runner(job: ShardJob):
     from tvm.s_tir import meta_schedule as ms
 
-    if job.runner == "local":
+    if job.options.runner == "local":
         return ms.runner.LocalRunner(timeout_sec=job.spec.measure_timeout_s,
                                      evaluator_config=evaluator_config(job.target.kind))
     from .tvm_plugins import ServersFirstRunner
@@ -88,7 +85,7 @@ def make_runner(job: ShardJob):
     host, port, key = job.tracker
     config = ms.runner.RPCConfig(tracker_host=host, tracker_port=port, tracker_key=key,
                                  session_timeout_sec=job.spec.measure_timeout_s)
-    if job.runner == "rpc-batch":
+    if job.options.runner == "rpc-batch":
         from .batch_runner import SessionBatchRunner
 
         rpc = SessionBatchRunner(config, evaluator_config(job.target.kind), job.runner_workers,
@@ -165,7 +162,7 @@ def run(job: ShardJob) -> int:
     startup.mark("import")
     events = EventWriter(job.events_path, f"shard-{job.shard}@{job.tuned_at}")
     os.makedirs(job.work_dir, exist_ok=True)
-    builder = make_builder(job.builder, job.builder_workers, timeout_sec=max(30, job.spec.measure_timeout_s))
+    builder = make_builder(job.options.builder, job.builder_workers, timeout_sec=max(30, job.spec.measure_timeout_s))
     if hasattr(builder, "prewarm") and job.prewarm:
         builder.prewarm()
     startup.mark("builder")
@@ -179,7 +176,7 @@ def run(job: ShardJob) -> int:
             events.emit("error", where=f"shard {job.shard}", message=f"tasks not found in the model: {missing}")
             return 3
         mine = [by_name[n] for n in job.tasks]
-        if job.builder != "local":  # the stock configuration keeps TVM's own (full) import
+        if job.options.builder != "local":  # the stock configuration keeps TVM's own (full) import
             from .intrinsics import load_family
 
             events.emit("intrinsics", shard=job.shard, tuned_at=job.tuned_at,
@@ -187,7 +184,7 @@ def run(job: ShardJob) -> int:
             startup.mark("intrinsics")
         contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
             mine, work_dir=job.work_dir, space="post-order-apply",
-            strategy=make_strategy(job.spec.strategy, job.first_round),
+            strategy=make_strategy(job.spec.strategy, job.options.first_round),
             num_threads=job.num_threads, seed=job.seed)
         good_ctx, good_w = [], []
         for ctx, w in zip(contexts, weights):

@@ -14,10 +14,11 @@ import time
 import traceback
 
 from . import diskspace, store
-from .client import DEFAULT_BUILDER, DEFAULT_RUNNER, ShardJob
+from .client import ShardJob
 from .events import EVENTS_FILE, EventWriter
 from .hardware import GpuInfo, TargetSpec, detect
 from .mps import MpsDaemon
+from .options import EngineOptions
 from .placement import gpu_server_bindings, place_servers
 from .procs import ManagedProcess, ProcessError, python_argv, tail
 from .servers import ServerPool, ServerSpec
@@ -40,6 +41,7 @@ class Supervisor:
         self.spec = TuneSpec.from_dict(store.read_json(os.path.join(run_dir, store.SPEC_FILE)))
         self.plan = store.read_json(os.path.join(run_dir, store.PLAN_FILE))
         self.target = TargetSpec.from_dict(self.plan["target"])
+        self.options = EngineOptions.from_plan(self.plan)
         self.events = EventWriter(os.path.join(run_dir, EVENTS_FILE), "supervisor")
         self.hw = detect()
         self.cores = sorted(os.sched_getaffinity(0))
@@ -165,7 +167,7 @@ class Supervisor:
         external = parse_tracker(self.spec.tracker) if self.spec.tracker else None
         self.pool = ServerPool(self.run_dir, self.spec.host, self.env, key=f"wb-{os.getpid()}",
                                device=self.target.device_type, external=external,
-                               sessions=self.plan.get("sessions", "persistent"))
+                               sessions=self.options.sessions)
         self.pool.start_tracker()
         self._record_procs()
 
@@ -181,7 +183,7 @@ class Supervisor:
 
     @property
     def local_runner(self) -> bool:
-        return self.plan.get("runner", DEFAULT_RUNNER) == "local"
+        return self.options.local_runner
 
     def _tune_stage(self, tuned_at: int) -> None:
         stage_dir = os.path.join(self.run_dir, "stages", str(tuned_at))
@@ -239,9 +241,9 @@ class Supervisor:
                            tasks=shard.tasks, trials=shard.trials, spec=self.spec, target=self.target,
                            tracker=(host, port, key), runner_workers=runner_workers,
                            builder_workers=builder_workers, num_threads=threads,
-                           runner=self.plan.get("runner", DEFAULT_RUNNER), builder=self.plan.get("builder", DEFAULT_BUILDER),
+                           options=self.options,
                            prewarm=len(self.cores) >= 4 * len(shards), replica=shard.replica,
-                           first_round=self.plan.get("first_round", "random"), measure=shard.measure)
+                           measure=shard.measure)
             job_path = os.path.join(stage_dir, f"shard-{shard.index}.json")
             with open(job_path, "w") as f:
                 f.write(job.to_json())
