@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from .budget import describe
 from .procs import ProcessError
-from .spec import SpecError, TuneSpec
+from .spec import SpecError, TuneSpec, cli_options
 from .task_table import SORTS
 from .units import fmt_us
 
@@ -29,32 +29,15 @@ class _Parser(argparse.ArgumentParser):
 
 
 def add_tune_args(p: argparse.ArgumentParser) -> None:
-    """Add the options of `workbench tune` (shared with `%tune`) to `p`; each dest is its TuneSpec field."""
-    d = TuneSpec()
-    p.add_argument("--model", default=CLI_MODEL, help="sample model name (see `workbench models`) or an .onnx path")
-    p.add_argument("--input-shape", help="input shape for ONNX models with dynamic dimensions, e.g. 1,3,224,224")
-    p.add_argument("--target", default=d.target, help="auto (GPU if present, else CPU), cpu or cuda")
-    p.add_argument("--slices", default="100", help="percentages to tune at, e.g. 25,50,100 (one tune per slice)")
-    p.add_argument("--servers", type=_int, default=d.servers, help="RPC servers per slice")
-    p.add_argument("--shards", type=_int, default=d.shards,
-                   help="tuning client processes (above the model's task count: seeded search replicas of its "
-                        "costliest tasks)")
-    p.add_argument("--trials", type=_int, default=None,
-                   help="trials measured per tuning slice, all tasks together (default 32, or trials-per-task x "
-                        "tasks); a model with more tasks than that has batches for is tuned where its time goes")
-    p.add_argument("--trials-per-task", type=_int, default=None,
-                   help="at most this many trials per task (stock MetaSchedule's max_trials_per_task)")
-    p.add_argument("--trials-per-batch", type=_int, default=d.trials_per_batch, help="trials measured per batch")
-    p.add_argument("--cost-model", default=d.cost_model, help="xgb or random")
-    p.add_argument("--strategy", default=d.strategy, help="evolutionary or replay-trace")
-    p.add_argument("--seed", type=_int, default=d.seed, help="random seed")
-    p.add_argument("--tracker", help="use an existing RPC tracker HOST:PORT:KEY instead of local servers")
-    p.add_argument("--host", default=d.host, help="address servers bind to (default 127.0.0.1)")
-    p.add_argument("--sweep", dest="sweep_slices", default="", help="after tuning, time the model at these slices, e.g. 10,30,50,100")
-    p.add_argument("--gpus", help="GPU indices to place servers on, e.g. 0,1 (default: all GPUs)")
-    p.add_argument("--builder-workers", type=_int, default=None, help="build worker processes per shard")
-    p.add_argument("--measure-timeout", dest="measure_timeout_s", type=_int, default=d.measure_timeout_s,
-                   help="seconds per measurement")
+    """Add the options of `workbench tune` (shared with `%tune`) to `p`: one per TuneSpec field that declares
+    a help text (`spec.cli_options`), each dest its field; unset, a field keeps TuneSpec's default."""
+    for name, flag, text, is_int, default in cli_options():
+        shown = default if name != "model" else CLI_MODEL
+        if isinstance(shown, tuple):
+            shown = ",".join(map(str, shown))
+        text += f" (default: {shown})" if shown not in (None, "", ()) and "default" not in text else ""
+        p.add_argument(flag, dest=name, type=_int if is_int else None, default=None, help=text)
+    p.set_defaults(model=CLI_MODEL)
     p.add_argument("--first-round", default=None,
                    help="how a task's first batch is drawn: auto (evolutionary on CUDA, random on CPUs), random "
                         "or evolutionary (stock MetaSchedule)")
@@ -73,11 +56,7 @@ def start_tune(args: argparse.Namespace, home: str | None) -> Run:
     """Start the run of options parsed by `add_tune_args` in the background; SpecError on bad values."""
     import workbench as wb
 
-    spec = TuneSpec(model=args.model, input_shape=args.input_shape, target=args.target, slices=args.slices,
-                    servers=args.servers, shards=args.shards, trials=args.trials,
-                    trials_per_task=args.trials_per_task, trials_per_batch=args.trials_per_batch, cost_model=args.cost_model, strategy=args.strategy,
-                    seed=args.seed, tracker=args.tracker, host=args.host, sweep_slices=args.sweep_slices or (),
-                    builder_workers=args.builder_workers, measure_timeout_s=args.measure_timeout_s, gpus=args.gpus)
+    spec = TuneSpec(**{name: getattr(args, name) for name, *_ in cli_options() if getattr(args, name) is not None})
     if spec.exposed:
         print(f"WARNING: servers will listen on {spec.host}: anyone who can reach that address can run code "
               "on them", file=sys.stderr)

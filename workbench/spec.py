@@ -106,30 +106,41 @@ def parse_slices(text: str | tuple | list, field_name: str = "slices") -> tuple[
     return out
 
 
+def _opt(default: Any, help: str | None = None, flag: str | None = None) -> Any:
+    """A TuneSpec field; with `help` it is also an option of `workbench tune` and `%tune` (`cli_options`)."""
+    return dataclasses.field(default=default, metadata={"help": help, "flag": flag} if help else {})
+
+
 @dataclass(frozen=True)
 class TuneSpec:
     """Everything a tuning run needs; validated on construction."""
 
-    model: str = "mlp-small"
-    input_shape: tuple[int, ...] | None = None
-    target: str = "auto"
-    slices: tuple[int, ...] = (100,)
-    servers: int = 1
-    shards: int = 1
-    trials: int | None = None  # measured per tuning slice; None: DEFAULT_TRIALS, or trials_per_task x tasks
-    trials_per_batch: int = 16
-    trials_per_task: int | None = None  # at most this many per task (stock's max_trials_per_task)
-    cost_model: str = "xgb"
-    strategy: str = "evolutionary"
-    seed: int | None = 0
-    tracker: str | None = None
-    host: str = LOOPBACK
-    pinned_mem_mb: int | None = None
-    sweep_slices: tuple[int, ...] = ()
-    builder_workers: int | None = None
-    measure_timeout_s: int = 60
-    gpus: tuple[int, ...] | None = None
-    label: str = ""
+    model: str = _opt("mlp-small", "sample model name (see `workbench models`) or an .onnx path")
+    input_shape: tuple[int, ...] | None = _opt(None, "input shape for ONNX models with dynamic dimensions, "
+                                                     "e.g. 1,3,224,224")
+    target: str = _opt("auto", "auto (GPU if present, else CPU), cpu or cuda")
+    slices: tuple[int, ...] = _opt((100,), "percentages to tune at, e.g. 25,50,100 (one tune per slice)")
+    servers: int = _opt(1, "RPC servers per slice")
+    shards: int = _opt(1, "tuning client processes (above the model's task count: seeded search replicas of "
+                          "its costliest tasks)")
+    trials: int | None = _opt(None, f"trials measured per tuning slice, all tasks together (default "
+                                    f"{DEFAULT_TRIALS}, or trials-per-task x tasks); a model with more tasks than "
+                                    "that has batches for is tuned where its time goes")
+    trials_per_batch: int = _opt(16, "trials measured per batch")
+    trials_per_task: int | None = _opt(None, "at most this many trials per task (stock MetaSchedule's "
+                                             "max_trials_per_task)")
+    cost_model: str = _opt("xgb", "xgb or random")
+    strategy: str = _opt("evolutionary", "evolutionary or replay-trace")
+    seed: int | None = _opt(0, "random seed")
+    tracker: str | None = _opt(None, "use an existing RPC tracker HOST:PORT:KEY instead of local servers")
+    host: str = _opt(LOOPBACK, "address servers bind to")
+    pinned_mem_mb: int | None = _opt(None)
+    sweep_slices: tuple[int, ...] = _opt((), "after tuning, time the model at these slices, e.g. 10,30,50,100",
+                                         flag="--sweep")
+    builder_workers: int | None = _opt(None, "build worker processes per shard")
+    measure_timeout_s: int = _opt(60, "seconds per measurement", flag="--measure-timeout")
+    gpus: tuple[int, ...] | None = _opt(None, "GPU indices to place servers on, e.g. 0,1 (default: all GPUs)")
+    label: str = _opt("")
 
     def __post_init__(self) -> None:
         # Normalise lists to tuples so that JSON round-trips compare equal.
@@ -211,6 +222,16 @@ class TuneSpec:
         return dataclasses.replace(self, **changes)
 
 
+def cli_options() -> list[tuple[str, str, str, bool, Any]]:
+    """(field, flag, help, is an int, default) of each TuneSpec field that the CLI offers."""
+    out = []
+    for f in dataclasses.fields(TuneSpec):
+        if f.metadata.get("help"):
+            flag = f.metadata.get("flag") or "--" + f.name.replace("_", "-")
+            out.append((f.name, flag, f.metadata["help"], f.type.startswith("int"), f.default))
+    return out
+
+
 def parse_shape(value: Any) -> tuple[int, ...]:
     """'1,3,224,224' (or 1x3x224x224) or (1, 3, 224, 224) -> a tuple of positive ints."""
     text = value.replace("x", ",") if isinstance(value, str) else value
@@ -234,5 +255,5 @@ def workbench_home() -> str:
     return os.path.abspath(os.path.expanduser(os.environ.get("WORKBENCH_HOME", "~/.workbench")))
 
 
-__all__ = ["TuneSpec", "Slice", "SpecError", "parse_slices", "parse_tracker", "parse_shape", "parse_gpus",
+__all__ = ["TuneSpec", "Slice", "SpecError", "cli_options", "parse_slices", "parse_tracker", "parse_shape", "parse_gpus",
            "check_percent", "workbench_home"]
