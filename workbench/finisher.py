@@ -82,8 +82,7 @@ def finish_stage(run_dir: str, spec: TuneSpec, target: TargetSpec, tuned_at: int
     said = verdict(t["latency_ms_median"], t["latency_ms_iqr"], u["latency_ms_median"], u["latency_ms_iqr"])
     kept = "tuned"
     if said == "slower":  # never ship a model slower than the default build: the stage keeps the untuned one
-        shutil.copyfile(untuned_path, tuned + ".tmp")
-        os.replace(tuned + ".tmp", tuned)
+        store.write_atomic(tuned, lambda tmp: shutil.copyfile(untuned_path, tmp))
         kept = "untuned"
     events.emit("timed", tuned_at=tuned_at, tuned_ms=t["latency_ms_median"], tuned_iqr_ms=t["latency_ms_iqr"],
                 untuned_ms=u["latency_ms_median"], untuned_iqr_ms=u["latency_ms_iqr"],

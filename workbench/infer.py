@@ -127,10 +127,9 @@ def main(argv: list[str] | None = None) -> None:
     print(f"workbench.infer {os.getpid()} started for {job.get('parent_pid')}", flush=True)
     results = run(job)
     if job.get("out"):
-        tmp = job["out"] + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(results, f)
-        os.replace(tmp, job["out"])
+        from .store import write_json
+
+        write_json(job["out"], results)
 
 
 if __name__ == "__main__":

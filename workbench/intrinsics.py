@@ -17,7 +17,6 @@ import json
 import os
 import platform
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from contextlib import contextmanager
@@ -100,15 +99,10 @@ def _stub_package() -> None:
 
 
 def _write_atomic(path: str, text: str) -> None:
+    from .store import write_text
+
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    write_text(path, text)
 
 
 def load_family(target_kind: str, cache_dir: str) -> dict:

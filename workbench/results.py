@@ -56,10 +56,9 @@ def compile_with_database(mod, target, db_path: str | None, out_path: str) -> st
     else:
         db = load_database(db_path)
     ex = ms.relax_integration.compile_relax(db, mod, target, params=None, enable_warning=False)
-    tmp = out_path + ".tmp.so"
-    ex.export_library(tmp)
-    os.replace(tmp, out_path)  # nothing half-written under the final name
-    return out_path
+    from .store import write_atomic
+
+    return write_atomic(out_path, ex.export_library)  # nothing half-written under the final name
 
 
 def coverage(db_path: str, tasks: list, target) -> dict[str, bool]:

@@ -169,10 +169,9 @@ def main(argv: list[str] | None = None) -> None:
             info = {**pool.apply(device_info, (args.device,)), "sessions": "spawn"}
     info["server_pid"] = os.getpid()
     if args.info_file:
-        tmp = args.info_file + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(info, f)
-        os.replace(tmp, args.info_file)
+        from .store import write_json
+
+        write_json(args.info_file, info)
     host, port = args.tracker.rsplit(":", 1)
     state = server.PopenRPCServerState(args.host, args.port, args.port_end, False, (host, int(port)), args.key,
                                        None, None, False)

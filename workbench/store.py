@@ -1,10 +1,13 @@
 """Runs on disk: one private folder per run under the workbench home, and the history of runs."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
 import time
+
+from collections.abc import Callable
 
 from .diskspace import ensure_free_space
 from .spec import SpecError, TuneSpec, workbench_home
@@ -50,12 +53,32 @@ def new_run_dir(spec: TuneSpec, home: str | None = None) -> tuple[str, str]:
     return run_id, path
 
 
+def write_atomic(path: str, write: Callable[[str], object]) -> str:
+    """`write(tmp)` a temporary path beside `path` (with its extension), then move it into place at once: a
+    reader never sees half a file, and a write that fails leaves nothing behind."""
+    base, ext = os.path.splitext(path)
+    tmp = f"{base}.tmp{os.getpid()}{ext}"
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def write_text(path: str, text: str) -> str:
+    def put(tmp: str) -> None:
+        with open(tmp, "w") as f:
+            f.write(text)
+
+    return write_atomic(path, put)
+
+
 def write_json(path: str, data: object) -> None:
     """Write atomically: a reader never sees half a file."""
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w") as f:
-        json.dump(data, f, indent=1, default=str)
-    os.replace(tmp, path)
+    write_text(path, json.dumps(data, indent=1, default=str))
 
 
 def read_json(path: str, default: object = None) -> object:

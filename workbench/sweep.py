@@ -120,9 +120,7 @@ def sweep_run(run_dir: str, slices: list[int], daemon: MpsDaemon | None = None, 
         keep = ~prev.set_index(["tuned_at", "inferred_at"]).index.isin(df.set_index(["tuned_at", "inferred_at"]).index)
         df = pd.concat([prev[keep], df], ignore_index=True)
     if len(df):
-        tmp = old + ".tmp"
-        df.sort_values(["tuned_at", "inferred_at"]).to_csv(tmp, index=False)
-        os.replace(tmp, old)
+        store.write_atomic(old, lambda tmp: df.sort_values(["tuned_at", "inferred_at"]).to_csv(tmp, index=False))
     return df
 
 
