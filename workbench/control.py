@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 from . import diskspace, store
-from .events import EVENTS_FILE, EventWriter
+from .events import EventWriter
 from .spec import SpecError, parse_slices
 
 
@@ -26,21 +26,19 @@ def spawn_detached(argv: list[str], log_path: str, env: dict[str, str] | None = 
 
 
 def _record_pid(run_dir: str, role: str, pid: int) -> int:
-    procs = store.read_json(os.path.join(run_dir, store.PROCS_FILE), {}) or {}
-    procs[role] = pid
-    store.write_json(os.path.join(run_dir, store.PROCS_FILE), procs)
+    store.RunDir(run_dir).record_procs(**{role: pid})
     return pid
 
 
 def start_supervisor(run_dir: str, resume: bool = False) -> int:
     """Start `python -m workbench.supervisor RUN_DIR` detached; its pid is kept in procs.json."""
     # Marks the (re)start at once, so that a Run opened now does not read an older run_finished as its end.
-    EventWriter(os.path.join(run_dir, EVENTS_FILE), "launcher").emit("launched", resume=resume)
+    EventWriter(store.RunDir(run_dir).events_file, "launcher").emit("launched", resume=resume)
     diskspace.reserve_space(run_dir)  # the supervisor frees it at the end: room for its last events on a full disk
     env = dict(os.environ)
     env["PYTHONUNBUFFERED"] = "1"
     argv = [sys.executable, "-m", "workbench.supervisor", run_dir] + (["--resume"] if resume else [])
-    return _record_pid(run_dir, "supervisor", spawn_detached(argv, os.path.join(run_dir, "logs", "supervisor.log"), env))
+    return _record_pid(run_dir, "supervisor", spawn_detached(argv, store.RunDir(run_dir).log("supervisor"), env))
 
 
 def start_sweep(run, slices: list[int]) -> int:
@@ -53,5 +51,4 @@ def start_sweep(run, slices: list[int]) -> int:
     if not len(run.results):
         raise SpecError("run", f"run {run.id} has no tuned model to sweep")
     argv = [sys.executable, "-m", "workbench.sweep", run.dir, ",".join(map(str, slices))]
-    return _record_pid(run.dir, "sweeper", spawn_detached(argv, os.path.join(run.dir, "logs", "sweep.log"),
-                                                          dict(os.environ)))
+    return _record_pid(run.dir, "sweeper", spawn_detached(argv, store.RunDir(run.dir).log("sweep"), dict(os.environ)))

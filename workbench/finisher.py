@@ -2,13 +2,12 @@
 compile, verify against the untuned build, time both, and record the stage's result."""
 from __future__ import annotations
 
-import glob
 import os
 import shutil
 import time
 
 from . import diskspace, store
-from .events import EVENTS_FILE, EventReader, EventWriter
+from .events import EventReader, EventWriter
 from .hardware import TargetSpec
 from .mps import MpsDaemon
 from .shards import Shard
@@ -17,14 +16,13 @@ from .spec import TuneSpec
 
 def repair_databases(run_dir: str) -> list[str]:
     """Cut the unfinished last record (a write cut short by a full disk or a stop) off every shard database."""
-    pattern = os.path.join(run_dir, "stages", "*", "shard-*", "database_*.json")
-    return [path for path in sorted(glob.glob(pattern)) if diskspace.trim_torn_tail(path)]
+    return [path for path in store.RunDir(run_dir).shard_db_files() if diskspace.trim_torn_tail(path)]
 
 
 def measured_defaults(run_dir: str, tuned_at: int) -> dict[str, float | None]:
     """Each task's default-schedule time (us) as the stage's clients measured it (the latest wins)."""
     out: dict[str, float | None] = {}
-    for e in EventReader(os.path.join(run_dir, EVENTS_FILE)).read_new():
+    for e in EventReader(store.RunDir(run_dir).events_file).read_new():
         if e["kind"] == "defaults" and e.get("tuned_at") == tuned_at:
             out.update(e["defaults_us"])
     return out
@@ -49,21 +47,19 @@ def finish_stage(run_dir: str, spec: TuneSpec, target: TargetSpec, tuned_at: int
     from .shards import extract_tasks
     from .sweep import infer_at
 
-    stage_dir = os.path.join(run_dir, "stages", str(tuned_at))
+    folder = store.RunDir(run_dir)
     phase("merging", tuned_at=tuned_at)
-    merged = merge_databases([os.path.join(stage_dir, f"shard-{s.index}") for s in shards],
-                             os.path.join(stage_dir, "merged"))
+    merged = merge_databases([folder.shard_db(tuned_at, s.index) for s in shards], folder.merged_db(tuned_at))
     events.emit("merged", tuned_at=tuned_at, records=merged.records, workloads=merged.workloads, path=merged.path)
     phase("compiling", tuned_at=tuned_at)
     model = load_model(spec.model, spec.input_shape)
     tvm_target = target.build()
     t0 = time.time()
     tasks = extract_tasks(model.mod, tvm_target)
-    choices = floored_database(merged.path, os.path.join(stage_dir, "best"), tasks, tvm_target,
+    choices = floored_database(merged.path, folder.best_db(tuned_at), tasks, tvm_target,
                                measured_defaults(run_dir, tuned_at))
-    tuned = compile_with_database(model.mod, tvm_target, os.path.join(stage_dir, "best"),
-                                  os.path.join(stage_dir, "tuned.so"))
-    untuned_path = os.path.join(run_dir, "untuned.so")
+    tuned = compile_with_database(model.mod, tvm_target, folder.best_db(tuned_at), folder.tuned_lib(tuned_at))
+    untuned_path = folder.untuned_lib
     if not os.path.exists(untuned_path):
         compile_with_database(model.mod, tvm_target, None, untuned_path)
     kept_tuned = [c.task for c in choices if c.kept == "tuned"]
@@ -98,7 +94,6 @@ def finish_stage(run_dir: str, spec: TuneSpec, target: TargetSpec, tuned_at: int
            "tasks_tuned": sum(c.best_us is not None for c in choices), "kept_default": len(kept_default),
            "tasks_total": len(choices),
            "library": tuned}
-    results = [r for r in store.read_json(os.path.join(run_dir, store.RESULTS_FILE), []) or []
-               if r.get("tuned_at") != tuned_at]
-    store.write_json(os.path.join(run_dir, store.RESULTS_FILE), results + [row])
+    results = [r for r in folder.read_results() if r.get("tuned_at") != tuned_at]
+    folder.write(store.RESULTS_FILE, results + [row])
     return row

@@ -5,7 +5,6 @@ Everything that can be wrong with the input is found here, before any process st
 from __future__ import annotations
 
 import dataclasses
-import os
 from . import diskspace, store
 from .hardware import Hardware, detect, resolve_target, target_spec
 from .models import check_model, load_model
@@ -56,8 +55,9 @@ def tune(spec: TuneSpec | None = None, *, home: str | None = None, runner: str |
     options = EngineOptions.given(runner=runner, builder=builder, sessions=sessions, first_round=first_round)
     plan = plan_run(spec, options=options)
     run_id, run_dir = store.new_run_dir(spec, home)
-    store.write_json(os.path.join(run_dir, store.SPEC_FILE), dataclasses.asdict(spec))
-    store.write_json(os.path.join(run_dir, store.PLAN_FILE), plan)
+    folder = store.RunDir(run_dir)
+    folder.write(store.SPEC_FILE, dataclasses.asdict(spec))
+    folder.write(store.PLAN_FILE, plan)
     start_supervisor(run_dir)
     return Run(run_dir)
 

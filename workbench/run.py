@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 
 from . import diskspace, store
-from .events import EVENTS_FILE, TERMINAL, EventReader, EventWriter
+from .events import TERMINAL, EventReader, EventWriter
 from .procs import group_alive, kill_group, stop_group
 from .spec import SpecError, TuneSpec
 
@@ -24,18 +24,19 @@ class Run:
     def __init__(self, run_dir: str) -> None:
         self.dir = os.path.abspath(run_dir)
         self.id = os.path.basename(self.dir)
-        spec = store.read_json(os.path.join(self.dir, store.SPEC_FILE))
+        self.folder = store.RunDir(self.dir)
+        spec = self.folder.read(store.SPEC_FILE)
         if not isinstance(spec, dict):
             raise SpecError("run", f"{self.dir} holds no readable {store.SPEC_FILE}: not a workbench run folder")
         self.spec = TuneSpec.from_dict(spec)
-        self._reader = EventReader(os.path.join(self.dir, EVENTS_FILE))
+        self._reader = EventReader(self.folder.events_file)
         self._held = 0  # > 0 inside consistent(): tables do not read new events
         self._events: list[dict[str, Any]] = []
 
     # -- events ----------------------------------------------------------------------------------
     @property
     def plan(self) -> dict:
-        return store.read_json(os.path.join(self.dir, store.PLAN_FILE), {}) or {}
+        return self.folder.read_plan()
 
     def poll_events(self) -> list[dict[str, Any]]:
         """Events appended since the last call (all of them on the first call)."""
@@ -105,7 +106,7 @@ class Run:
         return None
 
     def _procs(self) -> dict:
-        return store.read_json(os.path.join(self.dir, store.PROCS_FILE), {}) or {}
+        return self.folder.procs()
 
     def supervisor_alive(self) -> bool:
         pid = self._procs().get("supervisor")
@@ -168,7 +169,7 @@ class Run:
         self.poll_events()
         if self._finished_event() is None and not self.supervisor_alive():
             diskspace.release_space(self.dir)  # room for the last event on a full disk
-            EventWriter(os.path.join(self.dir, EVENTS_FILE), "run").emit(
+            EventWriter(self.folder.events_file, "run").emit(
                 "run_finished", status="stopped", message="stopped (supervisor did not finish on its own)")
         return self.status
 
@@ -178,7 +179,7 @@ class Run:
         pid = self._procs().get("supervisor")
         if not pid or not group_alive(pid) or self._finished_event() is not None:
             raise SpecError("run", f"run {self.id} is not tuning ({self.status}); there is nothing to finish")
-        EventWriter(os.path.join(self.dir, EVENTS_FILE), "run").emit("finish_requested")
+        EventWriter(self.folder.events_file, "run").emit("finish_requested")
         os.kill(pid, signal.SIGUSR1)  # the supervisor alone: it stops its clients and finishes the stage
         return self.status
 
@@ -288,7 +289,7 @@ class Run:
 
     @property
     def results(self) -> pd.DataFrame:
-        return pd.DataFrame(store.read_json(os.path.join(self.dir, store.RESULTS_FILE), []) or [])
+        return pd.DataFrame(self.folder.read_results())
 
     @property
     def sweep(self) -> pd.DataFrame:
@@ -297,7 +298,7 @@ class Run:
                 "slice_applied", "slicing", "reason"]
         points = [{c: e.get(c) for c in cols} for e in self._all("sweep_point")]
         if not points:  # a folder written without sweep events: its sweep.csv, if any
-            path = os.path.join(self.dir, store.SWEEP_FILE)
+            path = self.folder.file(store.SWEEP_FILE)
             return pd.read_csv(path) if os.path.exists(path) else pd.DataFrame(columns=cols)
         df = pd.DataFrame(points).drop_duplicates(["tuned_at", "inferred_at"], keep="last")
         return df.sort_values(["tuned_at", "inferred_at"]).reset_index(drop=True)

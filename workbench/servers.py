@@ -6,12 +6,12 @@ Readiness is polled against a deadline through the tracker; every process is in 
 from __future__ import annotations
 
 import json
-import os
 import socket
 import time
 from dataclasses import dataclass
 
 from .procs import ManagedProcess, ProcessError, python_argv
+from .store import RunDir
 from .slices import SliceBinding
 
 READY_TIMEOUT_S = 120.0
@@ -126,7 +126,7 @@ class ServerPool:
                 raise ProcessError(f"tracker {host}:{port} does not answer ({err}); check it with "
                                    f"`python -m tvm.exec.query_rpc_tracker --host {host} --port {port}`") from None
             return
-        self.tracker = Tracker(self.host, os.path.join(self.run_dir, "logs", "tracker.log"), self.env)
+        self.tracker = Tracker(self.host, RunDir(self.run_dir).log("tracker"), self.env)
         self.tracker.start()  # readiness is awaited in wait_servers(), so that start-ups overlap
 
     def start_servers(self, specs: list[ServerSpec]) -> list["RPCServer"]:
@@ -135,7 +135,7 @@ class ServerPool:
         started = []
         for spec in specs:
             server = RPCServer(spec, self.host, (host, port),
-                               os.path.join(self.run_dir, "logs", f"server-{spec.key}-{spec.index}.log"),
+                               RunDir(self.run_dir).log(f"server-{spec.key}-{spec.index}"),
                                self.env, self.device, self.sessions)
             server.start()
             self.servers.append(server)

@@ -2,14 +2,16 @@
 from __future__ import annotations
 
 import contextlib
+import glob
 import json
 import os
 import secrets
 import time
-
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from .diskspace import ensure_free_space
+from .events import EVENTS_FILE
 from .spec import SpecError, TuneSpec, workbench_home
 
 SPEC_FILE = "spec.json"
@@ -17,6 +19,74 @@ PLAN_FILE = "plan.json"
 PROCS_FILE = "procs.json"
 RESULTS_FILE = "results.json"
 SWEEP_FILE = "sweep.csv"
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """A run's folder: the one place that knows its layout (see the README's "Run folder")."""
+
+    path: str
+
+    def file(self, name: str) -> str:
+        return os.path.join(self.path, name)
+
+    @property
+    def events_file(self) -> str:
+        return self.file(EVENTS_FILE)
+
+    def log(self, name: str) -> str:
+        """logs/<name>.log: one per process of the run."""
+        return os.path.join(self.path, "logs", f"{name}.log")
+
+    def stage(self, tuned_at: int) -> str:
+        """stages/<slice>/: everything tuned at one slice."""
+        return os.path.join(self.path, "stages", str(tuned_at))
+
+    def shard_db(self, tuned_at: int, shard: int) -> str:
+        return os.path.join(self.stage(tuned_at), f"shard-{shard}")
+
+    def shard_job(self, tuned_at: int, shard: int) -> str:
+        return os.path.join(self.stage(tuned_at), f"shard-{shard}.json")
+
+    def merged_db(self, tuned_at: int) -> str:
+        """Every record of the slice (loads in stock TVM)."""
+        return os.path.join(self.stage(tuned_at), "merged")
+
+    def best_db(self, tuned_at: int) -> str:
+        """The records the compiled model uses: per task its best, where that beat the task's default."""
+        return os.path.join(self.stage(tuned_at), "best")
+
+    def tuned_lib(self, tuned_at: int) -> str:
+        return os.path.join(self.stage(tuned_at), "tuned.so")
+
+    @property
+    def untuned_lib(self) -> str:
+        return self.file("untuned.so")
+
+    def shard_db_files(self) -> list[str]:
+        return sorted(glob.glob(os.path.join(self.path, "stages", "*", "shard-*", "database_*.json")))
+
+    def read(self, name: str, default: object = None) -> object:
+        return read_json(self.file(name), default)
+
+    def write(self, name: str, data: object) -> None:
+        write_json(self.file(name), data)
+
+    def read_spec(self) -> TuneSpec:
+        return TuneSpec.from_dict(self.read(SPEC_FILE))
+
+    def read_plan(self) -> dict:
+        return self.read(PLAN_FILE, {}) or {}
+
+    def read_results(self) -> list[dict]:
+        return self.read(RESULTS_FILE, []) or []
+
+    def procs(self) -> dict:
+        """The registry of the run's processes: supervisor, sweeper, process groups, MPS daemons."""
+        return self.read(PROCS_FILE, {}) or {}
+
+    def record_procs(self, **entries: object) -> None:
+        self.write(PROCS_FILE, {**self.procs(), **entries})
 
 
 def runs_root(home: str | None = None) -> str:

@@ -15,7 +15,7 @@ import traceback
 
 from . import diskspace, store
 from .client import ShardJob
-from .events import EVENTS_FILE, EventWriter
+from .events import EventWriter
 from .hardware import GpuInfo, TargetSpec, detect
 from .mps import MpsDaemon
 from .options import EngineOptions
@@ -24,7 +24,7 @@ from .procs import ManagedProcess, ProcessError, python_argv, tail
 from .servers import ServerPool, ServerSpec
 from .shards import Shard
 from .slices import SliceBinding, bind
-from .spec import Slice, TuneSpec, parse_tracker
+from .spec import Slice, parse_tracker
 from .telemetry import Sampler
 
 CLIENT_POLL_S = 0.5
@@ -37,12 +37,13 @@ class Stopped(Exception):
 class Supervisor:
     def __init__(self, run_dir: str, resume: bool = False) -> None:
         self.run_dir = run_dir
+        self.folder = store.RunDir(run_dir)
         self.resume = resume
-        self.spec = TuneSpec.from_dict(store.read_json(os.path.join(run_dir, store.SPEC_FILE)))
-        self.plan = store.read_json(os.path.join(run_dir, store.PLAN_FILE))
+        self.spec = self.folder.read_spec()
+        self.plan = self.folder.read_plan()
         self.target = TargetSpec.from_dict(self.plan["target"])
         self.options = EngineOptions.from_plan(self.plan)
-        self.events = EventWriter(os.path.join(run_dir, EVENTS_FILE), "supervisor")
+        self.events = EventWriter(self.folder.events_file, "supervisor")
         self.hw = detect()
         self.cores = sorted(os.sched_getaffinity(0))
         self.stop_requested = False
@@ -69,10 +70,9 @@ class Supervisor:
             pids += [s.pid for s in self.pool.servers if s.pid]
             if self.pool.tracker and self.pool.tracker.pid:
                 pids.append(self.pool.tracker.pid)
-        store.write_json(os.path.join(self.run_dir, store.PROCS_FILE),
-                         {"supervisor": os.getpid(), "groups": pids,
-                          "mps_daemons": [{"root": d.root, "pipe": d.pipe_dir} for d in self.daemons.values()
-                                          if d.started]})
+        self.folder.record_procs(supervisor=os.getpid(), groups=pids,
+                                 mps_daemons=[{"root": d.root, "pipe": d.pipe_dir} for d in self.daemons.values()
+                                              if d.started])
 
     @property
     def gpus(self) -> list[int]:
@@ -186,14 +186,13 @@ class Supervisor:
         return self.options.local_runner
 
     def _tune_stage(self, tuned_at: int) -> None:
-        stage_dir = os.path.join(self.run_dir, "stages", str(tuned_at))
-        os.makedirs(stage_dir, exist_ok=True)
+        os.makedirs(self.folder.stage(tuned_at), exist_ok=True)
         shards = [Shard.from_dict(d) for d in self.plan["shards"]]
         if self.local_runner:
             self._phase("tuning", tuned_at=tuned_at)
-            self._start_clients(tuned_at, stage_dir, shards)
+            self._start_clients(tuned_at, shards)
             self._wait_clients(tuned_at)
-            self._finish_stage(tuned_at, stage_dir, shards)
+            self._finish_stage(tuned_at, shards)
             return
         assert self.pool is not None
         self._phase("servers", tuned_at=tuned_at)
@@ -203,7 +202,7 @@ class Supervisor:
             self.pool.key = key
             started = self.pool.start_servers([ServerSpec(i, key, b) for i, b in enumerate(self._bindings(tuned_at))])
         self._phase("tuning", tuned_at=tuned_at)
-        self._start_clients(tuned_at, stage_dir, shards)  # clients start up while servers do
+        self._start_clients(tuned_at, shards)  # clients start up while servers do
         if started:
             self.pool.wait_servers(started)
             self._record_procs()
@@ -222,21 +221,21 @@ class Supervisor:
         if not self.spec.tracker:
             self.pool.stop_servers()
             self._record_procs()
-        self._finish_stage(tuned_at, stage_dir, shards)
+        self._finish_stage(tuned_at, shards)
 
     def _client_resources(self) -> tuple[int, int]:
         k = self.spec.shards
         per_client = max(1, len(self.cores) // k)
         return (self.spec.builder_workers or per_client), per_client
 
-    def _start_clients(self, tuned_at: int, stage_dir: str, shards: list[Shard]) -> None:
+    def _start_clients(self, tuned_at: int, shards: list[Shard]) -> None:
         builder_workers, threads = self._client_resources()
         host, port = self.pool.tracker_addr if self.pool else ("", 0)
         key = self.pool.key if self.pool else ""
         runner_workers = self.spec.servers
         self.clients = []
         for shard in shards:
-            job = ShardJob(run_dir=self.run_dir, work_dir=os.path.join(stage_dir, f"shard-{shard.index}"),
+            job = ShardJob(run_dir=self.run_dir, work_dir=self.folder.shard_db(tuned_at, shard.index),
                            events_path=self.events.path, shard=shard.index, tuned_at=tuned_at,
                            tasks=shard.tasks, trials=shard.trials, spec=self.spec, target=self.target,
                            tracker=(host, port, key), runner_workers=runner_workers,
@@ -244,7 +243,7 @@ class Supervisor:
                            options=self.options,
                            prewarm=len(self.cores) >= 4 * len(shards), replica=shard.replica,
                            measure=shard.measure)
-            job_path = os.path.join(stage_dir, f"shard-{shard.index}.json")
+            job_path = self.folder.shard_job(tuned_at, shard.index)
             with open(job_path, "w") as f:
                 f.write(job.to_json())
             self.events.emit("shard_planned", shard=shard.index, tuned_at=tuned_at, tasks=list(shard.tasks),
@@ -255,7 +254,7 @@ class Supervisor:
                                self.daemon)
                 env, cores = {**self.env, **binding.env}, binding.cores or None
             proc = ManagedProcess(f"shard-{shard.index}", python_argv("workbench.client", job_path), env,
-                                  os.path.join(self.run_dir, "logs", f"client-{tuned_at}-{shard.index}.log"),
+                                  self.folder.log(f"client-{tuned_at}-{shard.index}"),
                                   cpu_affinity=cores)
             proc.start()
             self.clients.append(proc)
@@ -301,7 +300,7 @@ class Supervisor:
                                  servers_left=health["servers_wanted"] - len(health["servers_dead"]),
                                  log_tail=tail(server.log_path, 10), log=server.log_path)
 
-    def _finish_stage(self, tuned_at: int, stage_dir: str, shards: list[Shard]) -> None:  # noqa: ARG002
+    def _finish_stage(self, tuned_at: int, shards: list[Shard]) -> None:
         from .finisher import finish_stage, repair_databases
 
         if self.finishing:

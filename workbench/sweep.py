@@ -9,12 +9,12 @@ from collections.abc import Callable
 import pandas as pd
 
 from . import store
-from .events import EVENTS_FILE, EventWriter
+from .events import EventWriter
 from .hardware import TargetSpec, detect
 from .mps import MpsDaemon
 from .procs import ManagedProcess, ProcessError, python_argv, tail
 from .slices import bind
-from .spec import Slice, TuneSpec
+from .spec import Slice
 
 INFER_TIMEOUT_S = 600.0
 STOP_POLL_S = 0.2
@@ -56,7 +56,7 @@ def infer_at(run_dir: str, percent: int, libs: dict[str, str], model, target: Ta
     if os.path.exists(out):
         os.remove(out)
     proc = ManagedProcess(f"infer-{percent}", python_argv("workbench.infer", job_path), {**env, **binding.env},
-                          os.path.join(run_dir, "logs", f"infer-{tag}.log"), cpu_affinity=binding.cores or None)
+                          store.RunDir(run_dir).log(f"infer-{tag}"), cpu_affinity=binding.cores or None)
     proc.start()
     try:
         code = _wait(proc, timeout, should_stop)
@@ -78,11 +78,11 @@ def sweep_run(run_dir: str, slices: list[int], daemon: MpsDaemon | None = None, 
     """Time every tuned model of a run at every slice; write sweep.csv and `sweep_point` events."""
     from .models import load_model
 
-    spec = TuneSpec.from_dict(store.read_json(os.path.join(run_dir, store.SPEC_FILE)))
-    plan = store.read_json(os.path.join(run_dir, store.PLAN_FILE))
+    folder = store.RunDir(run_dir)
+    spec, plan = folder.read_spec(), folder.read_plan()
     target = TargetSpec.from_dict(plan["target"])
-    events = events or EventWriter(os.path.join(run_dir, EVENTS_FILE), "sweep")
-    libs = {str(p): os.path.join(run_dir, "stages", str(p), "tuned.so") for p in spec.slices}
+    events = events or EventWriter(folder.events_file, "sweep")
+    libs = {str(p): folder.tuned_lib(p) for p in spec.slices}
     libs = {k: v for k, v in libs.items() if os.path.exists(v)}
     if not libs:
         raise ProcessError(f"run {os.path.basename(run_dir)} has no tuned model yet; nothing to sweep")
@@ -114,7 +114,7 @@ def sweep_run(run_dir: str, slices: list[int], daemon: MpsDaemon | None = None, 
         if own_daemon is not None:
             own_daemon.stop()
     df = pd.DataFrame(rows)
-    old = os.path.join(run_dir, store.SWEEP_FILE)
+    old = folder.file(store.SWEEP_FILE)
     if os.path.exists(old) and len(df):
         prev = pd.read_csv(old)
         keep = ~prev.set_index(["tuned_at", "inferred_at"]).index.isin(df.set_index(["tuned_at", "inferred_at"]).index)
@@ -136,7 +136,7 @@ def main(argv: list[str] | None = None) -> None:
     if len(argv) != 2:
         sys.exit("usage: python -m workbench.sweep RUN_DIR SLICES")
     run_dir, slices = os.path.abspath(argv[0]), list(parse_slices(argv[1], "sweep_slices"))
-    events = EventWriter(os.path.join(run_dir, EVENTS_FILE), "sweep")
+    events = EventWriter(store.RunDir(run_dir).events_file, "sweep")
     stop = {"flag": False}
     signal.signal(signal.SIGTERM, lambda *_: stop.update(flag=True))
     events.emit("sweep_started", slices=slices, pid=os.getpid())
