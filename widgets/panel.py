@@ -11,44 +11,31 @@ executor when a loop is running, synchronously otherwise (plain Python, tests).
 from __future__ import annotations
 
 import asyncio
-import contextvars
-import copy
-import functools
 import html
 import re
 import time
 import weakref
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from typing import Any
 
 import ipywidgets as W
-import pandas as pd
 
 import workbench
 from workbench.spec import parse_slices
 
-from .analysis import fmt_seconds, recommend_tuning_slice
-from .figures import make_live_figure, make_sweep_figure, reset_live_figure, update_live_figure, update_sweep_figure
-from .form import ERROR_FIELDS, SPEC_FIELDS, TuneForm
+from .figures import make_live_figure, reset_live_figure, update_live_figure
+from .form import SPEC_FIELDS, TuneForm
 from .progress import ShardBars
-from .tasks import TaskTable, finish_requested, plan_html, top_tasks, trace_note
+from .panel_actions import ButtonActions
+from .panel_views import ACTIVE, RunViews, persist
+from .tasks import TaskTable, finish_requested, top_tasks, trace_note
 
 MAX_HZ = 4.0
 PERSIST_EVERY_S = 15.0
-ACTIVE = ("running", "starting")
-RESULT_COLUMNS = ("tuned_at", "tuned_ms", "untuned_ms", "speedup", "match", "tasks_tuned", "tasks_total",
-                  "kept_default", "records")
 BUTTONS = ("tune", "stop", "finish", "sweep", "export")
 
 _PANELS: "weakref.WeakSet[Panel]" = weakref.WeakSet()
 _CURRENT: list["Panel"] = []
-
-
-def _running_loop() -> asyncio.AbstractEventLoop | None:
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None
 
 
 def _button(label: str, css: str, style: str = "", icon: str = "", tooltip: str = "") -> W.Button:
@@ -58,7 +45,7 @@ def _button(label: str, css: str, style: str = "", icon: str = "", tooltip: str 
     return b
 
 
-class Panel:
+class Panel(ButtonActions, RunViews):
     """Form, buttons and live views for one run at a time.
 
     Panel(**values) starts with a form (values are TuneSpec fields: model, slices, shards, ...);
@@ -279,137 +266,8 @@ class Panel:
             raise
 
     # -- button plumbing ------------------------------------------------------------------------------
-    def _on_button(self, sync: Callable[[], Any], action: Callable[[], Coroutine[Any, Any, None]]) -> None:
-        """Run a button's action: as a task on the kernel loop if there is one (blocking parts in its
-        executor), else synchronously right here (plain Python, tests)."""
-        loop = _running_loop()
-        if loop is None:
-            self._guard(sync)
-        else:
-            self._spawn(self._guarded(action), loop)
-
-    def _spawn(self, coro: Coroutine[Any, Any, Any], loop: asyncio.AbstractEventLoop) -> asyncio.Task:
-        task = loop.create_task(coro, context=contextvars.Context())
-        self._actions.add(task)
-        task.add_done_callback(self._actions.discard)
-        return task
-
-    def _show_error(self, err: Exception) -> None:
-        if isinstance(err, workbench.SpecError):
-            if err.field not in ERROR_FIELDS:  # field errors are already shown at their field
-                self.form.show_general(f"{err.field}: {err.message}")
-        else:
-            self.form.show_general(f"{type(err).__name__}: {err}")
-
-    async def _guarded(self, action: Callable[[], Coroutine[Any, Any, None]]) -> None:
-        try:
-            await action()
-        except Exception as err:  # noqa: BLE001 - a button must never raise into the kernel
-            self._show_error(err)
-        finally:
-            self._busy = ""
-            self._update_buttons()
-
-    def _guard(self, fn: Callable[[], Any]) -> None:
-        try:
-            fn()
-        except Exception as err:  # noqa: BLE001 - a button must never raise into the kernel
-            self._show_error(err)
-        finally:
-            self._update_buttons()
-
-    async def _blocking(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(None, functools.partial(fn, *args, **kwargs))
-
-    async def _tune_action(self) -> None:
-        spec = self._checked_spec()
-        self.form.show_general("")
-        self._busy = "launching"
-        self._update_buttons()
-        self._status.value = f"<b>planning</b> {html.escape(spec.model)}: extracting tasks and starting processes ..."
-        run = await self._blocking(self._launch, spec)
-        self._busy = ""
-        self.attach(run)
-
-    async def _stop_action(self) -> None:
-        await self._run_action("stopping", "", self.run.stop if self.run else None)
-
-    async def _finish_action(self) -> None:
-        await self._run_action("finishing", ": ending tuning", self.run.finish if self.run else None)
-        self.start()
-
-    async def _run_action(self, busy: str, what: str, call: Callable[[], Any] | None) -> None:
-        """Stop or Finish: say so, call the run in the executor, then redraw."""
-        if call is None:
-            return
-        self._busy = busy
-        self._update_buttons()
-        self._status.value = f"<b>{busy}</b> run {html.escape(self.run.id)}{what} ..."
-        await self._blocking(call)
-        self._busy = ""
-        self.refresh(force=True)
-
-    async def _sweep_action(self) -> None:
-        if self.run is None:
-            return
-        slices = self._sweep_slices(None)
-        self._busy = "sweeping"
-        self._update_buttons()
-        await self._blocking(self._start_sweep, slices)
-        self._busy = ""
-        self.refresh(force=True)
-        self.start()
 
     # -- live updates -------------------------------------------------------------------------------
-    def start(self) -> asyncio.Task | None:
-        """Follow the run on the running event loop (the kernel's); None when no loop is running."""
-        if self._task is not None and not self._task.done():
-            return self._task
-        loop = _running_loop()
-        if loop is None or self._closed:
-            return None
-        self._task = loop.create_task(self._drive(), context=contextvars.Context())
-        return self._task
-
-    def stop_updates(self) -> None:
-        """Stop following (the run itself keeps going)."""
-        for task in [self._task, *self._actions]:
-            if task is not None and not task.done():
-                task.cancel()
-        self._task = None
-
-    async def _drive(self) -> None:
-        while not self._closed:
-            try:
-                self.refresh()
-            except Exception as err:  # noqa: BLE001 - keep following; show what went wrong
-                self.form.show_general(f"refresh failed: {type(err).__name__}: {err}")
-            if self._settled():
-                self.refresh(force=True)
-                self.persist_figures()
-                return
-            await asyncio.sleep(self._period)
-
-    def _settled(self) -> bool:
-        """Nothing more will change: no action in flight, the run finished and no sweep is running."""
-        if self._busy:
-            return False
-        if self.run is None:
-            return True
-        return self.run.finished and not self.run.sweeping
-
-    async def wait(self, timeout: float | None = None) -> str:
-        """Await the end of the run (and of its sweep), refreshing meanwhile; returns the run's status."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while not self._settled():
-            if deadline is not None and time.monotonic() > deadline:
-                break
-            self.refresh()
-            await asyncio.sleep(self._period)
-        self.refresh(force=True)
-        self.persist_figures()
-        return self.run.status if self.run is not None else "idle"
 
     def persist_figures(self) -> None:
         """Copy the figures' current data into their widget state.
@@ -418,7 +276,7 @@ class Panel:
         a notebook saved with widget state) would otherwise show the figure as it was first displayed.
         """
         for fig in (self.live_figure, self.sweep_figure):
-            _persist(fig)
+            persist(fig)
         self._last_persist = time.monotonic()
 
     def _reset_run_state(self) -> None:
@@ -496,7 +354,7 @@ class Panel:
         if len(self.live_figure.data) != n_live:
             # Traces added before the front end has a view of the figure are lost with their one-off
             # messages; the view then builds itself from the synced state, so bring that up to date.
-            _persist(self.live_figure)
+            persist(self.live_figure)
         self._tele_points = len(self.live_figure.data[0].x or ())
         self._update_status(run, status, sweeping, progress, phases)
         self._update_servers(run)
@@ -509,149 +367,6 @@ class Panel:
         if time.monotonic() - self._last_persist > PERSIST_EVERY_S:
             self.persist_figures()
         return True
-
-    @staticmethod
-    def _shards_per_stage(progress: pd.DataFrame) -> dict[int, int]:
-        if not len(progress):
-            return {}
-        return {int(k): int(v) for k, v in progress.groupby("tuned_at")["shard"].nunique().items()}
-
-    def _now_for(self, status: str, *frames: pd.DataFrame) -> float:
-        """'Now' for the last phase's end: the clock while running, else the last event seen."""
-        if status in ACTIVE:
-            return time.time()
-        ends = [df["t"].max() for df in frames if len(df) and "t" in df]
-        return max(ends) if ends else time.time()
-
-    def _update_status(self, run: "workbench.Run", status: str, sweeping: bool, progress: pd.DataFrame,
-                       phases: pd.DataFrame) -> None:
-        parts = [f"<b>run {html.escape(run.id)}</b>", f"<b>{html.escape(status)}</b>"]
-        if len(phases) and status in ACTIVE:
-            last = phases.iloc[-1]
-            at = last.get("tuned_at")
-            at_text = f" @{int(at)}%" if at is not None and at == at else ""
-            parts.append(f"phase {html.escape(str(last['phase']))}{at_text}")
-        if self._finishing and status in ACTIVE:
-            parts.append("finishing: compiling, verifying and timing the best model so far")
-        if sweeping:
-            parts.append("sweeping latency ...")
-        if len(progress):
-            done, budget = int(progress["trials_done"].sum()), int(progress["trials_budget"].sum())
-            parts.append(f"{done}/{budget} trials")
-        if status in ACTIVE and self._t0 is not None:
-            parts.append(fmt_seconds(max(0.0, time.time() - self._t0)))
-        elif status not in ACTIVE:
-            wall = run.summary().get("wall_s")
-            if wall is not None:
-                parts.append(fmt_seconds(wall))
-        if run.message:
-            parts.append(html.escape(run.message))
-        color = {"done": "#2e7d32", "failed": "#c62828", "crashed": "#c62828", "stopped": "#ef6c00",
-                 "partial": "#ef6c00"}.get(status, "#1565c0")
-        value = f"<div style='border-left:4px solid {color};padding:2px 8px'>{' · '.join(parts)}</div>"
-        if self._status.value != value:
-            self._status.value = value
-        plan = plan_html(run.plan.get("budget"), active=status in ACTIVE)
-        if self._plan.value != plan:
-            self._plan.value = plan
-
-    def _update_servers(self, run: "workbench.Run") -> None:
-        servers = run.servers()
-        if not len(servers):
-            return
-        items = []
-        for rec in servers.drop_duplicates(["tuned_at", "server"], keep="last").to_dict("records"):
-            ok = rec.get("slice_applied")
-            reason = html.escape(str(rec.get("reason") or ""))
-            items.append(f"{rec.get('tuned_at')}% server {rec.get('server')}: {reason}" if ok else
-                         f"<span style='color:#c62828'>{rec.get('tuned_at')}% server {rec.get('server')}: "
-                         f"NOT SLICED ({reason})</span>")
-        value = f"<div style='font-size:90%;color:#555'>servers: {'; '.join(items)}</div>"
-        if self._servers.value != value:
-            self._servers.value = value
-
-    def _update_results(self, run: "workbench.Run") -> None:
-        res = run.results
-        sig = (len(res), self._last_status)
-        if sig == self._results_sig:
-            return
-        self._results_sig = sig
-        self._has_results = bool(len(res))
-        if not len(res):
-            self._results.value = ""
-            return
-        cols = [c for c in RESULT_COLUMNS if c in res]
-        table = res[cols].to_html(index=False, float_format=lambda v: f"{v:.4g}", border=0)
-        self._results.value = f"<div style='margin:6px 0'><b>Results</b> (run.results){table}</div>"
-
-    def _update_sweep(self, run: "workbench.Run") -> None:
-        df = run.sweep  # built from sweep_point events, so it grows while a sweep runs
-        sig = tuple(map(tuple, df[["tuned_at", "inferred_at", "latency_ms_median"]].round(9).to_numpy())) \
-            if len(df) else ()
-        if sig == self._sweep_sig:
-            return
-        self._sweep_sig = sig
-        if not len(df):
-            return
-        if self.sweep_figure is None:
-            self.sweep_figure = make_sweep_figure()
-            self.sweep_figure.add_class("wb-sweep-fig")
-            self._sweep_box.children = (self.sweep_figure, self._recommendation)
-        self._rec = recommend_tuning_slice(df)
-        n_sweep = len(self.sweep_figure.data)
-        self._sweep_z = update_sweep_figure(self.sweep_figure, df, self._rec)
-        if len(self.sweep_figure.data) != n_sweep:
-            _persist(self.sweep_figure)  # as for the live figure: new traces must survive a late view
-        self._sweep_box.layout.display = ""
-        if self._rec is None:
-            self._recommendation.value = ""
-        else:
-            extra = "" if len(self._rec.slowdown.index) > 1 else " (only one tuning slice was swept, so there is no choice to make yet)"
-            self._recommendation.value = (f"<div style='padding:4px 8px;background:#fff8e1'><b>Recommended tuning "
-                                          f"slice: {self._rec.tuned_at}%</b>. {html.escape(self._rec.sentence)}"
-                                          f"{html.escape(extra)}</div>")
-
-    def _update_errors(self, run: "workbench.Run") -> None:
-        errs = run.errors()
-        if len(errs) == self._errors_seen:
-            return
-        self._errors_seen = len(errs)
-        if not len(errs):
-            self._run_errors.value = ""
-            return
-        lines = []
-        for rec in errs.tail(5).to_dict("records"):
-            kind = rec.get("kind")
-            if kind == "shard_failed":
-                tail = str(rec.get("log_tail") or "").strip().splitlines()[-1:] or [""]
-                text = f"{rec.get('tuned_at')}% shard {rec.get('shard')} failed (exit {rec.get('exit_code')}): {tail[0]}"
-            elif kind == "server_lost":
-                text = (f"{rec.get('tuned_at')}% {rec.get('server')} died (exit {rec.get('exit_code')}); measuring "
-                        f"goes on on {rec.get('servers_left')} server(s)")
-            elif kind == "task_skipped":
-                text = f"task {rec.get('task')} skipped: {rec.get('reason')}"
-            else:
-                text = f"error in {rec.get('where')}: {rec.get('message')}"
-            lines.append(f"<li>{html.escape(text)}</li>")
-        self._run_errors.value = (f"<div style='color:#c62828'><b>{len(errs)} errors/skips</b> (run.errors())"
-                                  f"<ul style='margin:0'>{''.join(lines)}</ul></div>")
-
-    def _update_buttons(self) -> None:
-        c = self.controls
-        run, status = self.run, self._last_status
-        active = run is not None and status in ACTIVE
-        spec_errors = {k for k in self._field_errors if k != "sweep_slices"}
-        tune_off = bool(spec_errors) or active or self._busy != ""
-        stop_off = not (run is not None and (active or self._sweeping)) or self._busy == "stopping"
-        finish_off = not (active and self._phase == "tuning") or self._finishing or self._busy != ""
-        sweep_off = (run is None or active or self._sweeping or not self._has_results or self._busy != ""
-                     or "sweep_slices" in self._field_errors)
-        for name, off in (("tune", tune_off), ("stop", stop_off), ("finish", finish_off), ("sweep", sweep_off),
-                          ("export", run is None)):
-            if c[name].disabled != off:
-                c[name].disabled = off
-        c["tune"].tooltip = ("fix the fields marked in red first" if spec_errors else
-                             "the attached run is still running" if active else "start tuning in the background")
 
     # -- tests and teardown ---------------------------------------------------------------------------
     def snapshot(self) -> dict[str, Any]:
@@ -689,13 +404,6 @@ class Panel:
         for extra in (self.live_figure, self.sweep_figure):
             if extra is not None:
                 extra.close()
-
-
-def _persist(fig: Any) -> None:
-    """Make a FigureWidget's synced state equal its current data and layout (see Panel.persist_figures)."""
-    if fig is not None and hasattr(fig, "_widget_data"):
-        fig._widget_layout = copy.deepcopy(fig._layout_obj._props)
-        fig._widget_data = copy.deepcopy(fig._data)
 
 
 def _close_tree(widget: W.Widget) -> None:

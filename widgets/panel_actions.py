@@ -1,0 +1,157 @@
+"""The panel's buttons and live updates: actions as tasks on the kernel's loop, blocking engine calls in its
+executor, and the refresh loop that follows a run (see `widgets.panel`)."""
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+import html
+import time
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+import workbench
+
+from .form import ERROR_FIELDS
+
+
+def running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+class ButtonActions:
+    """Mixed into `Panel`: what its buttons do and how it follows a run."""
+
+    def _on_button(self, sync: Callable[[], Any], action: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        """Run a button's action: as a task on the kernel loop if there is one (blocking parts in its
+        executor), else synchronously right here (plain Python, tests)."""
+        loop = running_loop()
+        if loop is None:
+            self._guard(sync)
+        else:
+            self._spawn(self._guarded(action), loop)
+
+    def _spawn(self, coro: Coroutine[Any, Any, Any], loop: asyncio.AbstractEventLoop) -> asyncio.Task:
+        task = loop.create_task(coro, context=contextvars.Context())
+        self._actions.add(task)
+        task.add_done_callback(self._actions.discard)
+        return task
+
+    def _show_error(self, err: Exception) -> None:
+        if isinstance(err, workbench.SpecError):
+            if err.field not in ERROR_FIELDS:  # field errors are already shown at their field
+                self.form.show_general(f"{err.field}: {err.message}")
+        else:
+            self.form.show_general(f"{type(err).__name__}: {err}")
+
+    async def _guarded(self, action: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        try:
+            await action()
+        except Exception as err:  # noqa: BLE001 - a button must never raise into the kernel
+            self._show_error(err)
+        finally:
+            self._busy = ""
+            self._update_buttons()
+
+    def _guard(self, fn: Callable[[], Any]) -> None:
+        try:
+            fn()
+        except Exception as err:  # noqa: BLE001 - a button must never raise into the kernel
+            self._show_error(err)
+        finally:
+            self._update_buttons()
+
+    async def _blocking(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(None, functools.partial(fn, *args, **kwargs))
+
+    async def _tune_action(self) -> None:
+        spec = self._checked_spec()
+        self.form.show_general("")
+        self._busy = "launching"
+        self._update_buttons()
+        self._status.value = f"<b>planning</b> {html.escape(spec.model)}: extracting tasks and starting processes ..."
+        run = await self._blocking(self._launch, spec)
+        self._busy = ""
+        self.attach(run)
+
+    async def _stop_action(self) -> None:
+        await self._run_action("stopping", "", self.run.stop if self.run else None)
+
+    async def _finish_action(self) -> None:
+        await self._run_action("finishing", ": ending tuning", self.run.finish if self.run else None)
+        self.start()
+
+    async def _run_action(self, busy: str, what: str, call: Callable[[], Any] | None) -> None:
+        """Stop or Finish: say so, call the run in the executor, then redraw."""
+        if call is None:
+            return
+        self._busy = busy
+        self._update_buttons()
+        self._status.value = f"<b>{busy}</b> run {html.escape(self.run.id)}{what} ..."
+        await self._blocking(call)
+        self._busy = ""
+        self.refresh(force=True)
+
+    async def _sweep_action(self) -> None:
+        if self.run is None:
+            return
+        slices = self._sweep_slices(None)
+        self._busy = "sweeping"
+        self._update_buttons()
+        await self._blocking(self._start_sweep, slices)
+        self._busy = ""
+        self.refresh(force=True)
+        self.start()
+
+    def start(self) -> asyncio.Task | None:
+        """Follow the run on the running event loop (the kernel's); None when no loop is running."""
+        if self._task is not None and not self._task.done():
+            return self._task
+        loop = running_loop()
+        if loop is None or self._closed:
+            return None
+        self._task = loop.create_task(self._drive(), context=contextvars.Context())
+        return self._task
+
+    def stop_updates(self) -> None:
+        """Stop following (the run itself keeps going)."""
+        for task in [self._task, *self._actions]:
+            if task is not None and not task.done():
+                task.cancel()
+        self._task = None
+
+    async def _drive(self) -> None:
+        while not self._closed:
+            try:
+                self.refresh()
+            except Exception as err:  # noqa: BLE001 - keep following; show what went wrong
+                self.form.show_general(f"refresh failed: {type(err).__name__}: {err}")
+            if self._settled():
+                self.refresh(force=True)
+                self.persist_figures()
+                return
+            await asyncio.sleep(self._period)
+
+    def _settled(self) -> bool:
+        """Nothing more will change: no action in flight, the run finished and no sweep is running."""
+        if self._busy:
+            return False
+        if self.run is None:
+            return True
+        return self.run.finished and not self.run.sweeping
+
+    async def wait(self, timeout: float | None = None) -> str:
+        """Await the end of the run (and of its sweep), refreshing meanwhile; returns the run's status."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self._settled():
+            if deadline is not None and time.monotonic() > deadline:
+                break
+            self.refresh()
+            await asyncio.sleep(self._period)
+        self.refresh(force=True)
+        self.persist_figures()
+        return self.run.status if self.run is not None else "idle"

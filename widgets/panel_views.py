@@ -1,0 +1,175 @@
+"""The panel's views of a run: status and plan lines, servers, results, sweep heatmap and recommendation,
+errors, and which buttons are enabled (see `widgets.panel`)."""
+from __future__ import annotations
+
+import copy
+import html
+import time
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from .analysis import fmt_seconds, recommend_tuning_slice
+from .figures import make_sweep_figure, update_sweep_figure
+from .tasks import plan_html
+
+if TYPE_CHECKING:
+    import workbench
+
+ACTIVE = ("running", "starting")
+RESULT_COLUMNS = ("tuned_at", "tuned_ms", "untuned_ms", "speedup", "match", "tasks_tuned", "tasks_total",
+                  "kept_default", "records")
+
+
+def persist(fig: Any) -> None:
+    """Make a FigureWidget's synced state equal its current data and layout (see Panel.persist_figures)."""
+    if fig is not None and hasattr(fig, "_widget_data"):
+        fig._widget_layout = copy.deepcopy(fig._layout_obj._props)
+        fig._widget_data = copy.deepcopy(fig._data)
+
+
+class RunViews:
+    """Mixed into `Panel`: each view drawn from the run's tables, redrawn only when its data changed."""
+
+    @staticmethod
+    def _shards_per_stage(progress: pd.DataFrame) -> dict[int, int]:
+        if not len(progress):
+            return {}
+        return {int(k): int(v) for k, v in progress.groupby("tuned_at")["shard"].nunique().items()}
+
+    def _now_for(self, status: str, *frames: pd.DataFrame) -> float:
+        """'Now' for the last phase's end: the clock while running, else the last event seen."""
+        if status in ACTIVE:
+            return time.time()
+        ends = [df["t"].max() for df in frames if len(df) and "t" in df]
+        return max(ends) if ends else time.time()
+
+    def _update_status(self, run: "workbench.Run", status: str, sweeping: bool, progress: pd.DataFrame,
+                       phases: pd.DataFrame) -> None:
+        parts = [f"<b>run {html.escape(run.id)}</b>", f"<b>{html.escape(status)}</b>"]
+        if len(phases) and status in ACTIVE:
+            last = phases.iloc[-1]
+            at = last.get("tuned_at")
+            at_text = f" @{int(at)}%" if at is not None and at == at else ""
+            parts.append(f"phase {html.escape(str(last['phase']))}{at_text}")
+        if self._finishing and status in ACTIVE:
+            parts.append("finishing: compiling, verifying and timing the best model so far")
+        if sweeping:
+            parts.append("sweeping latency ...")
+        if len(progress):
+            done, budget = int(progress["trials_done"].sum()), int(progress["trials_budget"].sum())
+            parts.append(f"{done}/{budget} trials")
+        if status in ACTIVE and self._t0 is not None:
+            parts.append(fmt_seconds(max(0.0, time.time() - self._t0)))
+        elif status not in ACTIVE:
+            wall = run.summary().get("wall_s")
+            if wall is not None:
+                parts.append(fmt_seconds(wall))
+        if run.message:
+            parts.append(html.escape(run.message))
+        color = {"done": "#2e7d32", "failed": "#c62828", "crashed": "#c62828", "stopped": "#ef6c00",
+                 "partial": "#ef6c00"}.get(status, "#1565c0")
+        value = f"<div style='border-left:4px solid {color};padding:2px 8px'>{' · '.join(parts)}</div>"
+        if self._status.value != value:
+            self._status.value = value
+        plan = plan_html(run.plan.get("budget"), active=status in ACTIVE)
+        if self._plan.value != plan:
+            self._plan.value = plan
+
+    def _update_servers(self, run: "workbench.Run") -> None:
+        servers = run.servers()
+        if not len(servers):
+            return
+        items = []
+        for rec in servers.drop_duplicates(["tuned_at", "server"], keep="last").to_dict("records"):
+            ok = rec.get("slice_applied")
+            reason = html.escape(str(rec.get("reason") or ""))
+            items.append(f"{rec.get('tuned_at')}% server {rec.get('server')}: {reason}" if ok else
+                         f"<span style='color:#c62828'>{rec.get('tuned_at')}% server {rec.get('server')}: "
+                         f"NOT SLICED ({reason})</span>")
+        value = f"<div style='font-size:90%;color:#555'>servers: {'; '.join(items)}</div>"
+        if self._servers.value != value:
+            self._servers.value = value
+
+    def _update_results(self, run: "workbench.Run") -> None:
+        res = run.results
+        sig = (len(res), self._last_status)
+        if sig == self._results_sig:
+            return
+        self._results_sig = sig
+        self._has_results = bool(len(res))
+        if not len(res):
+            self._results.value = ""
+            return
+        cols = [c for c in RESULT_COLUMNS if c in res]
+        table = res[cols].to_html(index=False, float_format=lambda v: f"{v:.4g}", border=0)
+        self._results.value = f"<div style='margin:6px 0'><b>Results</b> (run.results){table}</div>"
+
+    def _update_sweep(self, run: "workbench.Run") -> None:
+        df = run.sweep  # built from sweep_point events, so it grows while a sweep runs
+        sig = tuple(map(tuple, df[["tuned_at", "inferred_at", "latency_ms_median"]].round(9).to_numpy())) \
+            if len(df) else ()
+        if sig == self._sweep_sig:
+            return
+        self._sweep_sig = sig
+        if not len(df):
+            return
+        if self.sweep_figure is None:
+            self.sweep_figure = make_sweep_figure()
+            self.sweep_figure.add_class("wb-sweep-fig")
+            self._sweep_box.children = (self.sweep_figure, self._recommendation)
+        self._rec = recommend_tuning_slice(df)
+        n_sweep = len(self.sweep_figure.data)
+        self._sweep_z = update_sweep_figure(self.sweep_figure, df, self._rec)
+        if len(self.sweep_figure.data) != n_sweep:
+            persist(self.sweep_figure)  # as for the live figure: new traces must survive a late view
+        self._sweep_box.layout.display = ""
+        if self._rec is None:
+            self._recommendation.value = ""
+        else:
+            extra = "" if len(self._rec.slowdown.index) > 1 else " (only one tuning slice was swept, so there is no choice to make yet)"
+            self._recommendation.value = (f"<div style='padding:4px 8px;background:#fff8e1'><b>Recommended tuning "
+                                          f"slice: {self._rec.tuned_at}%</b>. {html.escape(self._rec.sentence)}"
+                                          f"{html.escape(extra)}</div>")
+
+    def _update_errors(self, run: "workbench.Run") -> None:
+        errs = run.errors()
+        if len(errs) == self._errors_seen:
+            return
+        self._errors_seen = len(errs)
+        if not len(errs):
+            self._run_errors.value = ""
+            return
+        lines = []
+        for rec in errs.tail(5).to_dict("records"):
+            kind = rec.get("kind")
+            if kind == "shard_failed":
+                tail = str(rec.get("log_tail") or "").strip().splitlines()[-1:] or [""]
+                text = f"{rec.get('tuned_at')}% shard {rec.get('shard')} failed (exit {rec.get('exit_code')}): {tail[0]}"
+            elif kind == "server_lost":
+                text = (f"{rec.get('tuned_at')}% {rec.get('server')} died (exit {rec.get('exit_code')}); measuring "
+                        f"goes on on {rec.get('servers_left')} server(s)")
+            elif kind == "task_skipped":
+                text = f"task {rec.get('task')} skipped: {rec.get('reason')}"
+            else:
+                text = f"error in {rec.get('where')}: {rec.get('message')}"
+            lines.append(f"<li>{html.escape(text)}</li>")
+        self._run_errors.value = (f"<div style='color:#c62828'><b>{len(errs)} errors/skips</b> (run.errors())"
+                                  f"<ul style='margin:0'>{''.join(lines)}</ul></div>")
+
+    def _update_buttons(self) -> None:
+        c = self.controls
+        run, status = self.run, self._last_status
+        active = run is not None and status in ACTIVE
+        spec_errors = {k for k in self._field_errors if k != "sweep_slices"}
+        tune_off = bool(spec_errors) or active or self._busy != ""
+        stop_off = not (run is not None and (active or self._sweeping)) or self._busy == "stopping"
+        finish_off = not (active and self._phase == "tuning") or self._finishing or self._busy != ""
+        sweep_off = (run is None or active or self._sweeping or not self._has_results or self._busy != ""
+                     or "sweep_slices" in self._field_errors)
+        for name, off in (("tune", tune_off), ("stop", stop_off), ("finish", finish_off), ("sweep", sweep_off),
+                          ("export", run is None)):
+            if c[name].disabled != off:
+                c[name].disabled = off
+        c["tune"].tooltip = ("fix the fields marked in red first" if spec_errors else
+                             "the attached run is still running" if active else "start tuning in the background")
