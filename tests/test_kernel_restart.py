@@ -85,7 +85,7 @@ def test_run_survives_a_kernel_restart_and_attach_shows_its_whole_history(tmp_pa
         _, displays = _execute(kc, f"%load_ext workbench\n%workbench attach {run_id}")
         assert any(WIDGET_VIEW in d for d in displays), displays  # the panel following the run
         out, _ = _execute(kc, "import json\n"
-                              "from workbench.magics import _LOADED\n"
+                              "from widgets.magics import _LOADED\n"
                               "panel = _LOADED[-1].panels[-1]\n"
                               "status = await panel.wait(timeout=400)\n"
                               "seen = panel.run.event_list()\n"

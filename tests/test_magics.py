@@ -44,7 +44,7 @@ def test_load_unload_round_trip(ip) -> None:
     assert ip.run_line_magic("load_ext", "workbench") is None
     assert "tune" in ip.magics_manager.magics["line"]
     ip.run_line_magic("config", "WorkbenchMagics.refresh_hz = 2")
-    from workbench.magics import _LOADED
+    from widgets.magics import _LOADED
 
     assert _LOADED[-1].refresh_hz == 2.0
     assert "--trials-per-batch" in ip.find_line_magic("tune").__doc__

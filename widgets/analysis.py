@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from workbench import fmt_seconds, fmt_us, time_unit  # noqa: F401 - the panel's names for them
+from .engine import fmt_seconds, fmt_us, time_unit  # noqa: F401 - the panel's names for them
 
 SWEEP_COLUMNS = ("tuned_at", "inferred_at", "latency_ms_median")
 

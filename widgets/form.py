@@ -1,6 +1,6 @@
 """The tuning form: one control per TuneSpec field, each with its own error line.
 
-Validation goes through `workbench.TuneSpec` field by field, so a message appears next to the field
+Validation goes through `engine.TuneSpec` field by field, so a message appears next to the field
 that `SpecError.field` names, before anything is launched.
 """
 from __future__ import annotations
@@ -12,8 +12,8 @@ from typing import Any
 
 import ipywidgets as W
 
-import workbench
-from workbench.spec import COST_MODELS, DEFAULT_SWEEP, STRATEGIES, TARGETS, parse_slices
+from . import engine
+from .engine import COST_MODELS, DEFAULT_SWEEP, STRATEGIES, TARGETS, parse_slices
 
 ONNX = "__onnx__"
 SPEC_FIELDS = ("model", "input_shape", "target", "slices", "servers", "shards", "trials", "trials_per_batch",
@@ -23,17 +23,17 @@ LABEL_WIDTH = "120px"
 
 
 @functools.lru_cache(maxsize=1)
-def hardware() -> "workbench.Hardware":
+def hardware() -> "engine.Hardware":
     """This host's hardware, detected once per kernel."""
-    return workbench.detect_hardware()
+    return engine.detect_hardware()
 
 
 @functools.lru_cache(maxsize=1)
-def sample_models() -> dict[str, "workbench.ModelInfo"]:
-    return {m.name: m for m in workbench.list_models()}
+def sample_models() -> dict[str, "engine.ModelInfo"]:
+    return {m.name: m for m in engine.list_models()}
 
 
-def target_text(target: str, hw: "workbench.Hardware | None" = None) -> str:
+def target_text(target: str, hw: "engine.Hardware | None" = None) -> str:
     """Plain words for what a target choice means here, e.g. 'CPU, 2 cores (no GPU: ...)'."""
     hw = hw or hardware()
     if target == "auto":
@@ -43,28 +43,28 @@ def target_text(target: str, hw: "workbench.Hardware | None" = None) -> str:
     return hw.describe(target)
 
 
-def slice_hint(slices: list[int], target: str, hw: "workbench.Hardware | None" = None) -> str:
+def slice_hint(slices: list[int], target: str, hw: "engine.Hardware | None" = None) -> str:
     """What the slices mean on this host: core counts on CPU, SM shares (MPS) on a GPU."""
     hw = hw or hardware()
     kind = hw.default_target if target == "auto" else target
     try:
         slices = list(parse_slices(list(slices), "slices"))
-    except workbench.SpecError:
+    except engine.SpecError:
         return ""
     if kind == "cpu":
-        parts = [f"{p}% = {workbench.Slice(p).cores(hw.ncores)} of {hw.ncores} cores" for p in slices]
+        parts = [f"{p}% = {engine.Slice(p).cores(hw.ncores)} of {hw.ncores} cores" for p in slices]
         return "CPU: a slice is a share of the cores; " + ", ".join(parts)
     return "GPU: a slice is a share of the SMs (CUDA MPS active thread percentage), one tuning pass per slice"
 
 
-def check_values(values: dict[str, Any], hw: "workbench.Hardware | None" = None) -> dict[str, str]:
+def check_values(values: dict[str, Any], hw: "engine.Hardware | None" = None) -> dict[str, str]:
     """Field -> error message for a dict of form values (empty when TuneSpec(**values) would be valid)."""
     hw = hw or hardware()
     errors: dict[str, str] = {}
     for name, value in values.items():
         try:
-            workbench.TuneSpec(**{name: value})
-        except workbench.SpecError as err:
+            engine.TuneSpec(**{name: value})
+        except engine.SpecError as err:
             errors.setdefault(err.field, err.message)
         except (TypeError, ValueError) as err:
             errors.setdefault(name, str(err))
@@ -78,8 +78,8 @@ def check_values(values: dict[str, Any], hw: "workbench.Hardware | None" = None)
         errors["target"] = f"this host has no usable GPU ({hw.gpu_note}); choose auto or cpu"
     if not errors:
         try:
-            workbench.TuneSpec(**values)
-        except workbench.SpecError as err:
+            engine.TuneSpec(**values)
+        except engine.SpecError as err:
             errors[err.field] = err.message
     return errors
 
@@ -93,7 +93,7 @@ class TuneForm:
     """The controls, their error lines and the values they add up to."""
 
     def __init__(self, **values: Any) -> None:
-        d = workbench.TuneSpec()
+        d = engine.TuneSpec()
         models = sample_models()
         options = [(f"{name}", name) for name in models] + [("ONNX file ...", ONNX)]
         self.controls: dict[str, W.Widget] = {
@@ -198,7 +198,7 @@ class TuneForm:
             errors["model"] = "give the path of an .onnx file"
         try:
             parse_slices(list(self.controls["sweep_slices"].value), "sweep_slices")
-        except workbench.SpecError as err:
+        except engine.SpecError as err:
             errors[err.field] = err.message
         self.show_errors(errors, keep_general=True)
         self._describe()

@@ -3,7 +3,7 @@
 The panel never blocks the kernel. Live updates come from one asyncio task on the kernel's loop,
 created with an empty `contextvars.Context()` so its widget messages follow the cell that is running
 now (a copied context would pin them to the cell that started the task, and nbclient drops those).
-Blocking engine calls (`workbench.tune`, `Run.stop`, `Run.finish`, `Run.start_sweep`) run in the loop's
+Blocking engine calls (`engine.tune`, `Run.stop`, `Run.finish`, `Run.start_sweep`) run in the loop's
 executor when a loop is running, synchronously otherwise (plain Python, tests).
 
 `refresh()` is synchronous and does all the work, so tests can drive the panel without a kernel.
@@ -20,8 +20,8 @@ from typing import Any
 
 import ipywidgets as W
 
-import workbench
-from workbench.spec import parse_slices
+from . import engine
+from .engine import parse_slices
 
 from .figures import make_live_figure, reset_live_figure, update_live_figure
 from .form import SPEC_FIELDS, TuneForm
@@ -52,12 +52,12 @@ class Panel(ButtonActions, RunViews):
     Panel(run) follows an existing run (a Run, or an id / prefix / 'last').
     """
 
-    def __init__(self, run: "workbench.Run | str | None" = None, *, home: str | None = None,
+    def __init__(self, run: "engine.Run | str | None" = None, *, home: str | None = None,
                  refresh_hz: float = MAX_HZ, max_points: int = 300, **values: Any) -> None:
         self.home = home
         self.max_points = max_points
         self.refresh_hz = refresh_hz
-        self.run: workbench.Run | None = None
+        self.run: engine.Run | None = None
         self.form = TuneForm(**values)
         self.controls: dict[str, W.Widget] = dict(self.form.controls)
         self.controls.update(
@@ -145,14 +145,14 @@ class Panel(ButtonActions, RunViews):
         self.form.set(**values)
         self._on_form_change()
 
-    def spec(self) -> "workbench.TuneSpec":
+    def spec(self) -> "engine.TuneSpec":
         """The TuneSpec the form describes; raises SpecError (and shows it) when a field is invalid."""
         errors = self._on_form_change()
         spec_errors = {k: v for k, v in errors.items() if k != "sweep_slices"}
         if spec_errors:
             name, message = next(iter(spec_errors.items()))
-            raise workbench.SpecError(name, message)
-        return workbench.TuneSpec(**self.form.values())
+            raise engine.SpecError(name, message)
+        return engine.TuneSpec(**self.form.values())
 
     def _on_form_change(self) -> dict[str, str]:
         self._field_errors = self.form.check()
@@ -160,7 +160,7 @@ class Panel(ButtonActions, RunViews):
         return self._field_errors
 
     # -- actions --------------------------------------------------------------------------------------
-    def tune(self, **values: Any) -> "workbench.Run":
+    def tune(self, **values: Any) -> "engine.Run":
         """Start a run from the form (after setting `values`), attach to it and follow it. Blocks ~1-3 s."""
         if values:
             self.set(**values)
@@ -170,10 +170,10 @@ class Panel(ButtonActions, RunViews):
         self.attach(run)
         return run
 
-    def attach(self, run: "workbench.Run | str") -> "workbench.Run":
+    def attach(self, run: "engine.Run | str") -> "engine.Run":
         """Follow `run` (a Run, or an id / unique prefix / 'last' / folder) from now on."""
         if isinstance(run, str):
-            run = workbench.open_run(run, self.home)
+            run = engine.open_run(run, self.home)
         self.run = run
         self._reset_run_state()
         self.bars.reset()
@@ -207,7 +207,7 @@ class Panel(ButtonActions, RunViews):
         """End tuning now; the run compiles, verifies and times the best model so far. Returns at once."""
         return self._now(lambda run: run.finish())
 
-    def _now(self, call: Callable[["workbench.Run"], str]) -> str:
+    def _now(self, call: Callable[["engine.Run"], str]) -> str:
         if self.run is None:
             return "idle"
         status = call(self.run)
@@ -217,7 +217,7 @@ class Panel(ButtonActions, RunViews):
     def sweep(self, slices: list[int] | str | None = None) -> None:
         """Time the finished run's tuned models at `slices` (default: the form's sweep slices) in the background."""
         if self.run is None:
-            raise workbench.SpecError("run", "attach a run (or press Tune) before sweeping")
+            raise engine.SpecError("run", "attach a run (or press Tune) before sweeping")
         chosen = self._sweep_slices(slices)
         self._start_sweep(chosen)
         self.refresh(force=True)
@@ -226,23 +226,23 @@ class Panel(ButtonActions, RunViews):
     def export_csv(self, folder: str | None = None) -> list[str]:
         """Write the run's events, progress, results, sweep and telemetry as CSV files; returns the paths."""
         if self.run is None:
-            raise workbench.SpecError("run", "no run to export yet")
+            raise engine.SpecError("run", "no run to export yet")
         folder = folder or self.controls["csv_folder"].value.strip() or "workbench-export"
         paths = self.run.to_csv(folder)
         self._export_msg.value = f"<span style='font-size:90%'>wrote {len(paths)} CSV files to {html.escape(folder)}</span>"
         return paths
 
-    def _checked_spec(self) -> "workbench.TuneSpec":
+    def _checked_spec(self) -> "engine.TuneSpec":
         try:
             return self.spec()
-        except workbench.SpecError:
+        except engine.SpecError:
             self._update_buttons()
             raise
 
-    def _launch(self, spec: "workbench.TuneSpec") -> "workbench.Run":
+    def _launch(self, spec: "engine.TuneSpec") -> "engine.Run":
         try:
-            return workbench.tune(spec, home=self.home)
-        except workbench.SpecError as err:  # found while planning (e.g. an unreadable ONNX file)
+            return engine.tune(spec, home=self.home)
+        except engine.SpecError as err:  # found while planning (e.g. an unreadable ONNX file)
             self.form.show_errors({err.field: err.message})  # fields without a control land on the general line
             raise
 
@@ -250,7 +250,7 @@ class Panel(ButtonActions, RunViews):
         value = slices if slices is not None else list(self.controls["sweep_slices"].value)
         try:
             return list(parse_slices(value, "sweep_slices"))
-        except workbench.SpecError as err:
+        except engine.SpecError as err:
             self.form.show_errors({err.field: err.message}, keep_general=True)
             raise
 
@@ -258,7 +258,7 @@ class Panel(ButtonActions, RunViews):
         assert self.run is not None
         try:
             self.run.start_sweep(slices)
-        except workbench.SpecError as err:
+        except engine.SpecError as err:
             if err.field == "sweep_slices":
                 self.form.show_errors({err.field: err.message}, keep_general=True)
             else:
@@ -317,7 +317,7 @@ class Panel(ButtonActions, RunViews):
         with run.consistent():  # every view of this refresh from the same events
             return self._redraw(run, force)
 
-    def _redraw(self, run: "workbench.Run", force: bool) -> bool:
+    def _redraw(self, run: "engine.Run", force: bool) -> bool:
         count = run.event_count
         status = run.status
         sweeping = run.sweeping if status not in ACTIVE else False
@@ -419,7 +419,7 @@ def current_panel() -> Panel | None:
     return _CURRENT[0] if _CURRENT else None
 
 
-def panel_for(run: "workbench.Run | str") -> Panel | None:
+def panel_for(run: "engine.Run | str") -> Panel | None:
     """The most recent live panel following `run` (a Run or its id)."""
     run_id = run if isinstance(run, str) else run.id
     found = [p for p in list(_PANELS) if p.run is not None and p.run.id == run_id and not p._closed]
@@ -440,7 +440,7 @@ def stop_all_updates() -> int:
     return len(panels)
 
 
-async def wait_for(run: "workbench.Run", timeout: float | None = None) -> str:
+async def wait_for(run: "engine.Run", timeout: float | None = None) -> str:
     """Await the end of `run` (and its sweep) without blocking the kernel; its panel keeps updating."""
     panel = panel_for(run)
     if panel is not None:

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-import workbench
+from . import engine
 
 from .form import ERROR_FIELDS
 
@@ -41,7 +41,7 @@ class ButtonActions:
         return task
 
     def _show_error(self, err: Exception) -> None:
-        if isinstance(err, workbench.SpecError):
+        if isinstance(err, engine.SpecError):
             if err.field not in ERROR_FIELDS:  # field errors are already shown at their field
                 self.form.show_general(f"{err.field}: {err.message}")
         else:

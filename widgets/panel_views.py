@@ -14,7 +14,7 @@ from .figures import make_sweep_figure, update_sweep_figure
 from .tasks import plan_html
 
 if TYPE_CHECKING:
-    import workbench
+    from . import engine
 
 ACTIVE = ("running", "starting")
 RESULT_COLUMNS = ("tuned_at", "tuned_ms", "untuned_ms", "speedup", "match", "tasks_tuned", "tasks_total",
@@ -44,7 +44,7 @@ class RunViews:
         ends = [df["t"].max() for df in frames if len(df) and "t" in df]
         return max(ends) if ends else time.time()
 
-    def _update_status(self, run: "workbench.Run", status: str, sweeping: bool, progress: pd.DataFrame,
+    def _update_status(self, run: "engine.Run", status: str, sweeping: bool, progress: pd.DataFrame,
                        phases: pd.DataFrame) -> None:
         parts = [f"<b>run {html.escape(run.id)}</b>", f"<b>{html.escape(status)}</b>"]
         if len(phases) and status in ACTIVE:
@@ -76,7 +76,7 @@ class RunViews:
         if self._plan.value != plan:
             self._plan.value = plan
 
-    def _update_servers(self, run: "workbench.Run") -> None:
+    def _update_servers(self, run: "engine.Run") -> None:
         servers = run.servers()
         if not len(servers):
             return
@@ -91,7 +91,7 @@ class RunViews:
         if self._servers.value != value:
             self._servers.value = value
 
-    def _update_results(self, run: "workbench.Run") -> None:
+    def _update_results(self, run: "engine.Run") -> None:
         res = run.results
         sig = (len(res), self._last_status)
         if sig == self._results_sig:
@@ -105,7 +105,7 @@ class RunViews:
         table = res[cols].to_html(index=False, float_format=lambda v: f"{v:.4g}", border=0)
         self._results.value = f"<div style='margin:6px 0'><b>Results</b> (run.results){table}</div>"
 
-    def _update_sweep(self, run: "workbench.Run") -> None:
+    def _update_sweep(self, run: "engine.Run") -> None:
         df = run.sweep  # built from sweep_point events, so it grows while a sweep runs
         sig = tuple(map(tuple, df[["tuned_at", "inferred_at", "latency_ms_median"]].round(9).to_numpy())) \
             if len(df) else ()
@@ -132,7 +132,7 @@ class RunViews:
                                           f"slice: {self._rec.tuned_at}%</b>. {html.escape(self._rec.sentence)}"
                                           f"{html.escape(extra)}</div>")
 
-    def _update_errors(self, run: "workbench.Run") -> None:
+    def _update_errors(self, run: "engine.Run") -> None:
         errs = run.errors()
         if len(errs) == self._errors_seen:
             return

@@ -12,7 +12,7 @@ from typing import Any
 import ipywidgets as W
 import pandas as pd
 
-from workbench import describe_budget
+from .engine import describe_budget
 
 from .analysis import fmt_us, time_unit
 

@@ -1,6 +1,7 @@
 """Tuning Workbench: sliced, sharded TVM MetaSchedule tuning of whole models, from a notebook or a shell.
 
-The engine never imports the notebook UI; `%load_ext workbench` loads the magics lazily.
+The engine never imports the notebook UI (widgets/, the magics among it): `%load_ext workbench` reaches it
+through `load_ipython_extension` alone.
 """
 from __future__ import annotations
 
@@ -12,8 +13,7 @@ __version__ = "0.1.0"
 
 __all__ = ["TuneSpec", "Slice", "SpecError", "Run", "tune", "resume", "open_run", "list_runs", "list_models",
            "ModelInfo", "detect_hardware", "Hardware", "sweep", "workbench_home", "plan_run",
-           "load_ipython_extension", "unload_ipython_extension", "describe_budget", "fmt_us", "fmt_seconds",
-           "time_unit"]
+           "load_ipython_extension", "unload_ipython_extension"]
 
 
 def __getattr__(name: str):
@@ -26,14 +26,6 @@ def __getattr__(name: str):
         from . import run
 
         return getattr(run, name)
-    if name == "describe_budget":
-        from .budget import describe
-
-        return describe
-    if name in ("fmt_us", "fmt_seconds", "time_unit"):
-        from . import units
-
-        return getattr(units, name)
     if name == "sweep":
         from .sweep import sweep_run
 
@@ -42,12 +34,12 @@ def __getattr__(name: str):
 
 
 def load_ipython_extension(ipython) -> None:
-    from .magics import load
+    from widgets.magics import load
 
     load(ipython)
 
 
 def unload_ipython_extension(ipython) -> None:
-    from .magics import unload
+    from widgets.magics import unload
 
     unload(ipython)

@@ -54,13 +54,13 @@ def _int(text: str) -> int:
 
 def start_tune(args: argparse.Namespace, home: str | None) -> Run:
     """Start the run of options parsed by `add_tune_args` in the background; SpecError on bad values."""
-    import workbench as wb
+    from .launch import tune
 
     spec = TuneSpec(**{name: getattr(args, name) for name, *_ in cli_options() if getattr(args, name) is not None})
     if spec.exposed:
         print(f"WARNING: servers will listen on {spec.host}: anyone who can reach that address can run code "
               "on them", file=sys.stderr)
-    return wb.tune(spec, home=home, runner=args.runner, builder=args.builder, sessions=args.sessions,
+    return tune(spec, home=home, runner=args.runner, builder=args.builder, sessions=args.sessions,
                    first_round=args.first_round)
 
 
@@ -226,19 +226,23 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def dispatch(args: argparse.Namespace) -> int:
-    import workbench as wb
-
     home = args.home
     if args.command == "models":
-        for m in wb.list_models():
+        from .models import list_models
+
+        for m in list_models():
             print(f"{m.name:<20} {'x'.join(map(str, m.input_shape)):<14} {m.description}")
         return 0
     if args.command == "hardware":
-        hw = wb.detect_hardware()
+        from .hardware import detect
+
+        hw = detect()
         print(hw.describe(hw.default_target))
         return 0
+    from .run import list_runs, open_run  # pandas: only for the commands that read runs
+
     if args.command == "runs":
-        df = wb.list_runs(home)
+        df = list_runs(home)
         print(df.to_string(index=False) if len(df) else "no runs yet")
         return 0
     if args.command == "tune":
@@ -247,7 +251,7 @@ def dispatch(args: argparse.Namespace) -> int:
         print(f"planned in {time.time() - t0:.1f} s; run {run.id} in {run.dir}", flush=True)
         print(f"plan: {describe(run.plan['budget'])}", flush=True)
         return 0 if args.detach else _follow(run)
-    run = wb.open_run(args.run, home)
+    run = open_run(args.run, home)
     if args.command == "show":
         import pandas as pd
 
@@ -271,18 +275,21 @@ def dispatch(args: argparse.Namespace) -> int:
             print(f"run {run.id} is already done{f' ({run.message})' if run.message else ''}: nothing to resume")
             _print_results(run)
             return 0
-        return _follow(wb.resume(run, home))
+        from .launch import resume
+
+        return _follow(resume(run, home))
     if args.command == "finish":
         run.finish()
         print(f"run {run.id}: finishing (tuning ends now)", flush=True)
         return _follow(run, replay=False)
     if args.command == "sweep":
         from .spec import parse_slices
+        from .sweep import sweep_run
 
         slices = parse_slices(args.slices, "slices")
         if run.status == "running":
             raise SpecError("run", f"run {run.id} is still running; sweep it when it has finished")
-        df = wb.sweep(run.dir, list(slices))
+        df = sweep_run(run.dir, list(slices))
         print(df.to_string(index=False))
         _print_results(run)
         return 0

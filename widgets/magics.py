@@ -1,8 +1,7 @@
 """IPython magics: `%workbench` (panel, attach, runs, stop) and `%tune` (start a run, show its panel).
 
-Loaded by `%load_ext workbench`. This module is the only part of `workbench` that touches IPython and
-the widgets; `import workbench` never imports it. Option values are parsed as numbers or lists,
-never evaluated. Bad values raise UsageError naming the field.
+Loaded by `%load_ext workbench` (`workbench.load_ipython_extension`); `import workbench` never imports it.
+Option values are parsed as numbers or lists, never evaluated. Bad values raise UsageError naming the field.
 
 `%unload_ext workbench` removes the magics and stops the panels' live updates; runs that were started
 keep going in the background (re-open them with `%workbench attach RUN`).
@@ -21,9 +20,8 @@ from IPython.display import display
 from IPython.utils.process import arg_split
 from traitlets import Bool, Float, Unicode
 
-import workbench
-from workbench import cli
-from workbench.spec import SpecError, TuneSpec
+from . import engine
+from .engine import SpecError, TuneSpec, cli
 
 ACTIONS = ("panel", "attach", "runs", "stop")
 _LOADED: list["WorkbenchMagics"] = []
@@ -81,7 +79,7 @@ class WorkbenchMagics(Magics):
 
     # -- helpers --------------------------------------------------------------------------------------
     def _panel(self, run: Any = None, **values: Any) -> Any:
-        from widgets import Panel
+        from .panel import Panel
 
         panel = Panel(run, home=self.home, refresh_hz=self.refresh_hz, **values)
         self.panels.append(panel)
@@ -112,7 +110,7 @@ class WorkbenchMagics(Magics):
         if args.action not in ACTIONS:
             raise UsageError(f"action: must be one of {', '.join(ACTIONS)}, got {args.action!r}")
         if args.action == "runs":
-            return workbench.list_runs(self.home)
+            return engine.list_runs(self.home)
         if args.action == "panel":
             if args.run:
                 raise UsageError("run: `%workbench` takes no run; use `%workbench attach RUN`")
@@ -121,7 +119,7 @@ class WorkbenchMagics(Magics):
         if not args.run:
             raise UsageError(f"run: `%workbench {args.action}` needs a run id, a unique prefix or 'last'")
         try:
-            run = workbench.open_run(args.run, self.home)
+            run = engine.open_run(args.run, self.home)
         except SpecError as err:
             raise _usage(err) from None
         if args.action == "stop":
@@ -160,10 +158,8 @@ def load(ip: Any) -> None:
 
 def unload(ip: Any) -> None:
     """Remove the magics and stop every panel's live updates; runs keep going (called by `%unload_ext`)."""
-    try:
-        from widgets import stop_all_updates
-    except ImportError:  # pragma: no cover - widgets are part of the package
-        stop_all_updates = None
+    from .panel import stop_all_updates
+
     for magics in list(_LOADED):
         magics.stop_panels()
         for kind, table in magics.magics.items():
@@ -177,5 +173,4 @@ def unload(ip: Any) -> None:
         if magics in getattr(ip, "configurables", []):
             ip.configurables.remove(magics)
         _LOADED.remove(magics)
-    if stop_all_updates is not None:
-        stop_all_updates()
+    stop_all_updates()

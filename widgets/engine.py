@@ -1,0 +1,20 @@
+"""The engine as the notebook UI sees it: every name the UI takes from `workbench`, in one place.
+
+The UI (panel, magics) is a leaf: it imports these engine modules, and the engine reaches it only
+through `workbench.load_ipython_extension`, so no import runs in a circle. No subprocess and no TVM here.
+"""
+from __future__ import annotations
+
+from workbench import cli
+from workbench.budget import describe as describe_budget
+from workbench.hardware import Hardware, detect as detect_hardware
+from workbench.launch import tune
+from workbench.models import ModelInfo, list_models
+from workbench.run import Run, list_runs, open_run
+from workbench.spec import (COST_MODELS, DEFAULT_SWEEP, STRATEGIES, TARGETS, Slice, SpecError, TuneSpec,
+                            parse_slices)
+from workbench.units import fmt_seconds, fmt_us, time_unit
+
+__all__ = ["cli", "describe_budget", "Hardware", "detect_hardware", "tune", "ModelInfo", "list_models", "Run",
+           "list_runs", "open_run", "COST_MODELS", "DEFAULT_SWEEP", "STRATEGIES", "TARGETS", "Slice", "SpecError",
+           "TuneSpec", "parse_slices", "fmt_seconds", "fmt_us", "time_unit"]
