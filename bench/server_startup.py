@@ -3,7 +3,7 @@
 
     python bench/server_startup.py [--device cpu|cuda] [--n 5]
 
-The server's start-up bounds short GPU runs (session 4 on the H200: ~21 s of a 32 s run). Its session
+The server's start-up bounds short GPU runs (the H200 runs of 2026-11-30: ~21 s of a 32 s run). Its session
 worker now imports TVM while the server process imports it too, instead of after it.
 """
 from __future__ import annotations

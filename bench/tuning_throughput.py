@@ -9,7 +9,7 @@ K may exceed the model's task count: the extra shards are seeded search replicas
 tasks (`workbench.shards.plan_shards`). `KxS@P/Ngpu` places the S servers round-robin on the first N GPUs (one MPS daemon each), for scaling
 runs on multi-GPU hosts. Workbench configs draw each task's first batch as the plan's `auto` does
 (TVM's evolution on CUDA, at random on CPUs: `tvm_plugins.RandomFirstRound`); a `+evo` or `+rand`
-suffix forces one or the other; a `+batch` suffix measures each batch over one RPC session per server (`workbench/batch_runner.py`, the product's default runner since session 6; without the suffix a config measures as stock's `RPCRunner` does, one session per candidate); a `+cut` suffix stops a batch waiting for a straggling build (`tvm_plugins.StragglerCut`). Every config gets the same model, trial budget, batch size, cost model
+suffix forces one or the other; a `+batch` suffix measures each batch over one RPC session per server (`workbench/batch_runner.py`, the product's default runner since 2026-11-30; without the suffix a config measures as stock's `RPCRunner` does, one session per candidate); a `+cut` suffix stops a batch waiting for a straggling build (`tvm_plugins.StragglerCut`). Every config gets the same model, trial budget, batch size, cost model
 and seed.
 
 For each config it reports trials per second, wall time, the final model latency (compiled with

@@ -74,7 +74,7 @@ class StragglerCut:
     """When a batch stops waiting for its slowest candidates.
 
     NVRTC compiles most CUDA candidates in 1-2 s, but an evolved one now and then takes 15-55 s, and
-    the whole batch waits for it (the H200 runs of sessions 3-5). Once every candidate has started
+    the whole batch waits for it (the H200 runs of 2026-11-29 and -30). Once every candidate has started
     and at least `after` of the batch is built, the rest get `factor` times the median build of the
     finished ones (at least `min_s`); a candidate still building then is reported as a build error
     and finishes in the background on its worker, which then builds again."""
