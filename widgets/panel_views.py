@@ -17,8 +17,8 @@ if TYPE_CHECKING:
     from . import engine
 
 ACTIVE = ("running", "starting")
-RESULT_COLUMNS = ("tuned_at", "tuned_ms", "untuned_ms", "speedup", "match", "tasks_tuned", "tasks_total",
-                  "kept_default", "records")
+RESULT_COLUMNS = ("tuned_at", "tuned_ms", "untuned_ms", "speedup", "verdict", "kept", "match", "tasks_tuned",
+                  "tasks_total", "kept_default", "records")
 
 
 def persist(fig: Any) -> None:

@@ -70,7 +70,7 @@ def finish_stage(run_dir: str, spec: TuneSpec, target: TargetSpec, tuned_at: int
                 kept_default=kept_default, choices=[c.to_dict() for c in choices])
     phase("verifying", tuned_at=tuned_at)
     rows = infer_at(run_dir, tuned_at, {"tuned": tuned, "untuned": untuned_path}, model, target, daemon, env,
-                    reference=untuned_path)
+                    reference=untuned_path, pinned_mem_mb=spec.pinned_mem_mb)
     by = {r["name"]: r for r in rows}
     t, u = by["tuned"], by["untuned"]
     events.emit("verified", tuned_at=tuned_at, match=t.get("match"), max_abs_err=t.get("max_abs_err"),

@@ -38,13 +38,15 @@ def _wait(proc: ManagedProcess, timeout: float, should_stop: Callable[[], bool])
 
 def infer_at(run_dir: str, percent: int, libs: dict[str, str], model, target: TargetSpec,
              daemon: MpsDaemon | None, env: dict[str, str], reference: str | None = None,
-             timeout: float = INFER_TIMEOUT_S, should_stop: Callable[[], bool] = lambda: False) -> list[dict]:
-    """Run `workbench.infer` under slice `percent` on `libs`; return one result dict per library.
+             timeout: float = INFER_TIMEOUT_S, should_stop: Callable[[], bool] = lambda: False,
+             pinned_mem_mb: int | None = None) -> list[dict]:
+    """Run `workbench.infer` under slice `percent` (and the run's pinned-memory limit, as its servers had it)
+    on `libs`; return one result dict per library.
 
     The worker dies with its caller (Linux) and is stopped as soon as `should_stop()` (Interrupted)."""
     folder = os.path.join(run_dir, "infer")
     os.makedirs(folder, exist_ok=True)
-    binding = bind(target.kind, Slice(percent), sorted(os.sched_getaffinity(0)), 0, daemon)
+    binding = bind(target.kind, Slice(percent, pinned_mem_mb), sorted(os.sched_getaffinity(0)), 0, daemon)
     tag = f"{percent}-{'-'.join(sorted(libs))}"
     out = os.path.join(folder, f"result-{tag}.json")
     job = {"device": target.device_type, "libs": libs, "reference": reference, "input_shape": list(model.input_shape),
@@ -100,7 +102,8 @@ def sweep_run(run_dir: str, slices: list[int], daemon: MpsDaemon | None = None, 
             if should_stop():
                 break
             try:
-                timed = infer_at(run_dir, percent, libs, model, target, daemon, env, should_stop=should_stop)
+                timed = infer_at(run_dir, percent, libs, model, target, daemon, env, should_stop=should_stop,
+                                 pinned_mem_mb=spec.pinned_mem_mb)
             except Interrupted:
                 break
             for r in timed:
