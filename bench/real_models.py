@@ -85,10 +85,12 @@ def main() -> None:
     ap.add_argument("--model", required=True)
     ap.add_argument("--out", required=True, help="result JSON path (its folder gets the logs)")
     ap.add_argument("--checkpoints", type=int, default=4)
+    ap.add_argument("--home", help="workbench home to run in (default: a fresh one, so its intrinsics cache is "
+                                   "empty, as on a user's first run on a machine)")
     ap.add_argument("cli", nargs=argparse.REMAINDER, help="-- then the options of `workbench tune`")
     args = ap.parse_args()
     cli = [a for a in args.cli if a != "--"]
-    home = tempfile.mkdtemp(prefix="wb-real-")
+    home = args.home or tempfile.mkdtemp(prefix="wb-real-")
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     stem = os.path.splitext(args.out)[0]
     argv = [sys.executable, "-m", "workbench", "--home", home, "tune", "--model", args.model, *cli]
