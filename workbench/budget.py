@@ -35,9 +35,6 @@ class Budget:
                  tasks_tuned=len(self.tuned), tasks_default=len(self.default))
         return d
 
-    def describe(self) -> str:
-        return describe(self.to_dict())
-
 
 def describe(budget: dict) -> str:
     """One line for the CLI and the panel, from a plan's `budget`."""

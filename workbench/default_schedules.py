@@ -32,7 +32,8 @@ def default_module(mod, target):
                                        dl.gpu.GeneralReduction(), dl.gpu.Fallback())(tvm.IRModule(dict(mod.functions)))
 
 
-def _first_line(text: str) -> str:
+def _error_line(text: str) -> str:
+    """The line of a TVM error that says what went wrong: its last (C++ tracebacks come first)."""
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
     return (lines[-1] if lines else "error")[:200]
 
@@ -49,13 +50,13 @@ def time_defaults(tasks: list, target, builder, runner, chunk: int) -> Iterator[
             try:
                 mods.append((t.task_name, default_module(t.dispatched[0], target)))
             except Exception as err:  # noqa: BLE001 - a rule that cannot schedule it: reported, not fatal
-                out[t.task_name] = DefaultTime(t.task_name, None, "schedule: " + _first_line(str(err)))
+                out[t.task_name] = DefaultTime(t.task_name, None, "schedule: " + _error_line(str(err)))
         built = builder.build([ms.builder.BuilderInput(m, target) for _, m in mods]) if mods else []
         device = "cuda" if target.kind.name == "cuda" else "cpu"
         inputs, names = [], []
         for (name, mod), br in zip(mods, built):
             if br.error_msg:
-                out[name] = DefaultTime(name, None, "build: " + _first_line(br.error_msg))
+                out[name] = DefaultTime(name, None, "build: " + _error_line(br.error_msg))
                 continue
             names.append(name)
             inputs.append(ms.runner.RunnerInput(br.artifact_path, device,
@@ -64,7 +65,7 @@ def time_defaults(tasks: list, target, builder, runner, chunk: int) -> Iterator[
         for name, future, inp in zip(names, futures, inputs):
             res = future.result()
             if res.error_msg:
-                out[name] = DefaultTime(name, None, "run: " + _first_line(res.error_msg))
+                out[name] = DefaultTime(name, None, "run: " + _error_line(res.error_msg))
             else:
                 secs = [float(v) for v in res.run_secs]
                 out[name] = DefaultTime(name, round(sum(secs) / len(secs) * 1e6, 3))
