@@ -1,8 +1,15 @@
-"""The committed H200 tables are what the committed summary script makes of the committed device logs."""
+"""The committed H200 numbers are what bench/report.py makes of the committed experiment folders.
+
+The numbers are checked, not the prose: rebuilding into a temporary folder gives the committed
+h200_summary.json values and h200_slice_matrix.csv rows (within float round-off)."""
 from __future__ import annotations
 
+import csv
+import glob
 import json
+import math
 import os
+import re
 import subprocess
 import sys
 
@@ -10,36 +17,108 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "bench", "results")
-FILES = ("H200.md", "h200_summary.json", "h200_slice_matrix.csv")
+FOLDER = re.compile(r"^\d{4}-\d{2}-\d{2}-(h200|h200x2|cpu)-[a-z0-9][a-z0-9.@+-]*$")
+MATRIX_COLUMNS = ["model", "tuned_at", "inferred_at", "latency_ms_median", "latency_ms_iqr"]
 
 
-def test_summary_rebuilds_the_committed_h200_results(tmp_path):
-    subprocess.run([sys.executable, os.path.join(ROOT, "bench", "summarize_h200.py"), "--out", str(tmp_path)],
+@pytest.fixture(scope="module")
+def rebuilt(tmp_path_factory):
+    out = tmp_path_factory.mktemp("report")
+    subprocess.run([sys.executable, os.path.join(ROOT, "bench", "report.py"), "--out", str(out)],
                    check=True, capture_output=True, timeout=120)
-    for name in FILES:
-        with open(os.path.join(RESULTS, name)) as committed, open(tmp_path / name) as rebuilt:
-            assert rebuilt.read() == committed.read(), f"{name} differs from what bench/summarize_h200.py makes"
+    return out
+
+
+def load_json(folder, name="h200_summary.json"):
+    with open(os.path.join(folder, name)) as f:
+        return json.load(f)
+
+
+def load_csv(folder, name="h200_slice_matrix.csv"):
+    with open(os.path.join(folder, name), newline="") as f:
+        reader = csv.DictReader(f)
+        return reader.fieldnames, list(reader)
+
+
+def assert_same(committed, rebuilt, path="summary"):
+    """Equal keys, lengths and strings; numbers equal within float round-off."""
+    if isinstance(committed, dict):
+        assert isinstance(rebuilt, dict) and set(rebuilt) == set(committed), path
+        for k in committed:
+            assert_same(committed[k], rebuilt[k], f"{path}/{k}")
+    elif isinstance(committed, list):
+        assert isinstance(rebuilt, list) and len(rebuilt) == len(committed), path
+        for i, (a, b) in enumerate(zip(committed, rebuilt)):
+            assert_same(a, b, f"{path}[{i}]")
+    elif isinstance(committed, float) and not isinstance(committed, bool):
+        assert isinstance(rebuilt, (int, float)) and math.isclose(committed, rebuilt, rel_tol=1e-9, abs_tol=1e-12), path
+    else:
+        assert rebuilt == committed, path
+
+
+def test_rebuilt_summary_has_the_committed_numbers(rebuilt):
+    assert_same(load_json(RESULTS), load_json(rebuilt))
+
+
+def test_rebuilt_slice_matrix_has_the_committed_rows(rebuilt):
+    (cols, committed), (rcols, rows) = load_csv(RESULTS), load_csv(rebuilt)
+    assert cols == rcols == MATRIX_COLUMNS
+    assert [(r["model"], r["tuned_at"], r["inferred_at"]) for r in rows] == \
+           [(r["model"], r["tuned_at"], r["inferred_at"]) for r in committed]
+    for a, b in zip(committed, rows):
+        for k in MATRIX_COLUMNS[3:]:
+            assert math.isclose(float(a[k]), float(b[k]), rel_tol=1e-12), (a, k)
 
 
 @pytest.mark.parametrize("key", ["trials_per_s_ratio", "time_to_same_latency_reduction", "final_latency_ratio",
                                  "best_config", "model"])
 def test_summary_keeps_the_keys_reviewers_read(key):
-    with open(os.path.join(RESULTS, "h200_summary.json")) as f:
-        summary = json.load(f)
+    summary = load_json(RESULTS)
     assert summary[key] is not None
     if key == "time_to_same_latency_reduction":
         assert 0.0 <= summary[key] <= 1.0
 
 
-def test_slice_matrix_has_the_columns_and_models_the_issue_names():
-    import csv
+def test_headline_is_the_best_row_of_its_experiment():
+    summary = load_json(RESULTS)
+    folder = summary["source"].split(":")[0]
+    mine = [r for r in summary["runs"] if r["experiment"] == folder and "failed" not in r]
+    best = next(r for r in mine if r["config"] == summary["best_config"])
+    assert best["trials_per_s_ratio"] == summary["trials_per_s_ratio"]
+    assert best["final_latency_ratio"] == summary["final_latency_ratio"]
+    assert (best["time_to_same_latency_reduction"] or 0.0) == summary["time_to_same_latency_reduction"]
+    assert summary["date"] == folder[:10]
 
-    with open(os.path.join(RESULTS, "h200_slice_matrix.csv"), newline="") as f:
-        reader = csv.DictReader(f)
-        rows = list(reader)
-    assert reader.fieldnames == ["model", "tuned_at", "inferred_at", "latency_ms_median", "latency_ms_iqr"]
+
+def test_slice_matrix_has_the_columns_and_models_the_issue_names():
+    cols, rows = load_csv(RESULTS)
+    assert cols == MATRIX_COLUMNS
     for model in {r["model"] for r in rows}:
         mine = [r for r in rows if r["model"] == model]
         assert {int(r["tuned_at"]) for r in mine} == {25, 50, 100}
         assert {int(r["inferred_at"]) for r in mine} >= {10, 20, 30, 50, 70, 100}
-    assert len({r["model"] for r in rows}) >= 2
+    assert {r["model"] for r in rows} == {"mlp", "resnet18-small"}
+
+
+def test_results_are_named_by_date_and_what_was_run():
+    folders = [d for d in sorted(os.listdir(RESULTS)) if os.path.isdir(os.path.join(RESULTS, d))]
+    assert folders and all(FOLDER.match(d) for d in folders), folders
+    for d in folders:
+        with open(os.path.join(RESULTS, d, "README.md")) as f:
+            assert f.readline().startswith("# "), d
+    assert not glob.glob(os.path.join(RESULTS, "**", "*.jsonl"), recursive=True), "event logs are kept as .jsonl.gz"
+
+    def keys(x):
+        if isinstance(x, dict):
+            for k, v in x.items():
+                yield k
+                yield from keys(v)
+        elif isinstance(x, list):
+            for v in x:
+                yield from keys(v)
+
+    summary = load_json(RESULTS)
+    named = [k for k in keys(summary) if re.search(r"session|call\d", k)]
+    assert not named, f"summary keys named after the order of the work: {named}"
+    text = json.dumps(summary)
+    assert not re.search(r"session \d|session\d|call\d_", text)
