@@ -19,7 +19,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from workbench.servers import ServerPool, ServerSpec  # noqa: E402
-from workbench.slices import Slice, bind  # noqa: E402
+from workbench.slices import SliceHost, apply_slice  # noqa: E402
 
 
 def main() -> None:
@@ -38,7 +38,7 @@ def main() -> None:
         for i in range(args.n):
             key = f"bench{i}"  # a key per start: a stopped server may linger in the tracker's list
             pool = ServerPool(work, "127.0.0.1", env, key, args.device, external=(*tracker.tracker_addr, key))
-            binding = bind(args.device, Slice(100), sorted(os.sched_getaffinity(0)), 0, None)
+            binding = apply_slice(SliceHost(args.device, tuple(sorted(os.sched_getaffinity(0)))), 100)
             t0 = time.monotonic()
             try:
                 pool.wait_servers(pool.start_servers([ServerSpec(i, key, binding)]))

@@ -30,7 +30,7 @@ def test_a_broken_candidate_fails_alone_and_the_chunk_goes_on(tmp_path, cpu_desi
     from workbench.batch_runner import SessionBatchRunner
     from workbench.client import evaluator_config
     from workbench.servers import ServerPool, ServerSpec
-    from workbench.slices import Slice, bind
+    from workbench.slices import SliceHost, apply_slice
     from workbench.tvm_plugins import PersistentBuilder
 
     (tmp_path / "logs").mkdir()
@@ -38,7 +38,7 @@ def test_a_broken_candidate_fails_alone_and_the_chunk_goes_on(tmp_path, cpu_desi
     builder = PersistentBuilder(2)
     try:
         pool.start_tracker()
-        pool.wait_servers(pool.start_servers([ServerSpec(0, "k", bind("cpu", Slice(100), sorted(os.sched_getaffinity(0)), 0, None))]))
+        pool.wait_servers(pool.start_servers([ServerSpec(0, "k", apply_slice(SliceHost("cpu", tuple(sorted(os.sched_getaffinity(0)))), 100))]))
         mod, target = cpu_design_space
         built = builder.build([BuilderInput(mod, target)] * 3)
         broken = tmp_path / "broken.so"

@@ -6,8 +6,8 @@ import pytest
 
 from workbench.hardware import GpuInfo, visible
 from workbench.mps import MpsDaemon, is_short_folder, pipe_folder
-from workbench.placement import choose_gpus, gpu_server_bindings, place_servers, servers_per_gpu
-from workbench.slices import cpu_binding
+from workbench.placement import choose_gpus, place_servers, servers_per_gpu
+from workbench.slices import SliceHost, apply_slice, cpu_binding
 from workbench.spec import Slice, SpecError, TuneSpec
 
 
@@ -45,7 +45,8 @@ def _daemon(root, started):
 def test_each_server_joins_its_own_gpus_daemon(tmp_path):
     daemons = {g: _daemon(tmp_path / f"gpu{g}", True) for g in (0, 1)}
     uuids = {0: "GPU-aaaa", 1: "GPU-bbbb"}
-    bindings = gpu_server_bindings(Slice(25), place_servers(4, (0, 1)), daemons, uuids)
+    host = SliceHost("cuda", (), (0, 1), daemons, uuids)
+    bindings = [apply_slice(host, 25, i, gpu) for i, gpu in enumerate(place_servers(4, (0, 1)))]
     pipes = [b.env["CUDA_MPS_PIPE_DIRECTORY"] for b in bindings]
     assert pipes == [daemons[0].pipe_dir, daemons[1].pipe_dir] * 2
     assert all(b.applied and b.env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "25" for b in bindings)
@@ -56,10 +57,10 @@ def test_each_server_joins_its_own_gpus_daemon(tmp_path):
 def test_without_mps_servers_are_pinned_and_say_they_are_not_sliced(tmp_path):
     daemons = {g: _daemon(tmp_path / f"gpu{g}", False) for g in (0, 1)}
     uuids = {0: "GPU-aaaa", 1: "GPU-bbbb"}
-    bindings = gpu_server_bindings(Slice(50), [0, 1], daemons, uuids)
+    bindings = [apply_slice(SliceHost("cuda", (), (0, 1), daemons, uuids), 50, i, gpu) for i, gpu in enumerate([0, 1])]
     assert [b.env["CUDA_VISIBLE_DEVICES"] for b in bindings] == ["GPU-aaaa", "GPU-bbbb"]
     assert not any(b.applied for b in bindings) and "not sliced" in bindings[0].reason
-    whole = gpu_server_bindings(Slice(100), [0], {}, {0: "GPU-aaaa"})[0]
+    whole = apply_slice(SliceHost("cuda", (), (0,), {}, {0: "GPU-aaaa"}), 100, 0, 0)
     assert whole.applied and whole.env == {}  # one GPU: nothing to pin
 
 

@@ -1,15 +1,20 @@
-"""Starting a run's background processes: its supervisor and its sweeps, detached from the caller.
+"""Acting on a run's background processes: starting its supervisor and sweeps detached from the caller,
+asking it to finish, stopping everything it registered.
 
-The read model (`Run`) calls in here to sweep; nothing here imports it, so the two stay apart.
+The read model (`Run`) calls in here; nothing here imports it, so the two stay apart.
 """
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import time
 
 from . import diskspace, store
 from .events import EventWriter
+from .mps import MpsDaemon
+from .procs import group_alive, kill_group, stop_group
 from .spec import SpecError, parse_slices
 
 
@@ -52,3 +57,34 @@ def start_sweep(run, slices: list[int]) -> int:
         raise SpecError("run", f"run {run.id} has no tuned model to sweep")
     argv = [sys.executable, "-m", "workbench.sweep", run.dir, ",".join(map(str, slices))]
     return _record_pid(run.dir, "sweeper", spawn_detached(argv, store.RunDir(run.dir).log("sweep"), dict(os.environ)))
+
+
+def stop_run(run_dir: str, timeout: float = 5.0) -> None:
+    """Ask the supervisor to stop everything (SIGTERM); after `timeout`, stop by force every process group and
+    MPS daemon the run's registry names."""
+    folder = store.RunDir(run_dir)
+    pid = folder.procs().get("supervisor")
+    if pid and group_alive(pid):
+        kill_group(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and group_alive(pid):
+            time.sleep(0.1)
+    procs = folder.procs()
+    for pgid in [pid, procs.get("sweeper"), *procs.get("groups", [])]:
+        if pgid and group_alive(pgid):
+            stop_group(pgid, term_timeout=0.5, kill_timeout=1.0)
+    for d in procs.get("mps_daemons") or []:
+        MpsDaemon.from_dict(d).stop()
+
+
+def record_stopped(run_dir: str) -> None:
+    """The end event of a run whose supervisor was stopped by force before it could write its own."""
+    diskspace.release_space(run_dir)  # room for the last event on a full disk
+    EventWriter(store.RunDir(run_dir).events_file, "run").emit(
+        "run_finished", status="stopped", message="stopped (supervisor did not finish on its own)")
+
+
+def request_finish(run_dir: str, pid: int) -> None:
+    """Ask supervisor `pid` to end tuning now and finish the stage with the best records so far."""
+    EventWriter(store.RunDir(run_dir).events_file, "run").emit("finish_requested")
+    os.kill(pid, signal.SIGUSR1)  # the supervisor alone: it stops its clients and finishes the stage

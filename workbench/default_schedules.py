@@ -12,6 +12,8 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from .units import mean_seconds
+
 
 @dataclass(frozen=True)
 class DefaultTime:
@@ -67,8 +69,7 @@ def time_defaults(tasks: list, target, builder, runner, chunk: int) -> Iterator[
             if res.error_msg:
                 out[name] = DefaultTime(name, None, "run: " + _error_line(res.error_msg))
             else:
-                secs = [float(v) for v in res.run_secs]
-                out[name] = DefaultTime(name, round(sum(secs) / len(secs) * 1e6, 3))
+                out[name] = DefaultTime(name, round(mean_seconds(res.run_secs) * 1e6, 3))
             shutil.rmtree(os.path.dirname(str(inp.artifact_path)), ignore_errors=True)
         yield [out[t.task_name] for t in part]
 

@@ -9,8 +9,8 @@ import time
 from . import diskspace, store
 from .events import EventReader, EventWriter
 from .hardware import TargetSpec
-from .mps import MpsDaemon
 from .shards import Shard
+from .slices import SliceHost
 from .spec import TuneSpec
 
 
@@ -37,7 +37,7 @@ def verdict(tuned_ms: float, tuned_iqr: float, untuned_ms: float, untuned_iqr: f
 
 
 def finish_stage(run_dir: str, spec: TuneSpec, target: TargetSpec, tuned_at: int, shards: list[Shard],
-                 events: EventWriter, phase, daemon: MpsDaemon | None, env: dict[str, str],
+                 events: EventWriter, phase, host: SliceHost | None, env: dict[str, str],
                  trials_asked: int, early: bool = False) -> dict:
     """Merge, floor, compile, verify and time one stage; returns its results row (also in results.json).
 
@@ -69,8 +69,8 @@ def finish_stage(run_dir: str, spec: TuneSpec, target: TargetSpec, tuned_at: int
                 untuned_tasks=[c.task for c in choices if c.best_us is None], kept_tuned=kept_tuned,
                 kept_default=kept_default, choices=[c.to_dict() for c in choices])
     phase("verifying", tuned_at=tuned_at)
-    rows = infer_at(run_dir, tuned_at, {"tuned": tuned, "untuned": untuned_path}, model, target, daemon, env,
-                    reference=untuned_path, pinned_mem_mb=spec.pinned_mem_mb)
+    rows = infer_at(run_dir, tuned_at, {"tuned": tuned, "untuned": untuned_path}, model, target, host, env,
+                    reference=untuned_path)
     by = {r["name"]: r for r in rows}
     t, u = by["tuned"], by["untuned"]
     events.emit("verified", tuned_at=tuned_at, match=t.get("match"), max_abs_err=t.get("max_abs_err"),

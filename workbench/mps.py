@@ -11,6 +11,7 @@ import signal
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable, Mapping
 
 CONTROL = "nvidia-cuda-mps-control"
 SUN_PATH_MAX = 107  # bytes of a Unix socket path (sun_path is 108 with the NUL)
@@ -95,6 +96,18 @@ class MpsDaemon:
             env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] = f"0={pinned_mem_mb}M"
         return env
 
+    def to_dict(self) -> dict[str, str]:
+        """What the run's process registry keeps of a started daemon (`from_dict` restores it to stop it)."""
+        return {"root": self.root, "pipe": self.pipe_dir, "gpu_uuid": self.gpu_uuid or ""}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "MpsDaemon":
+        """A daemon recorded by `to_dict`, `started` while its pid file names a live process."""
+        daemon = cls(d["root"], d.get("gpu_uuid") or None, pipe_dir=d["pipe"])
+        pid = daemon.daemon_pid()
+        daemon.started = pid is not None and _alive(pid)
+        return daemon
+
     def daemon_pid(self) -> int | None:
         try:
             with open(os.path.join(self.pipe_dir, "nvidia-cuda-mps-control.pid")) as f:
@@ -145,3 +158,15 @@ def _alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
+
+
+def start_daemons(roots: dict[int, str], uuids: Mapping[int, str | None],
+                  on_start: Callable[[int, MpsDaemon], None] = lambda gpu, daemon: None) -> dict[int, MpsDaemon]:
+    """One MPS control daemon per GPU (a root folder per GPU index), each started (or saying why not) and
+    handed to `on_start` at once, so that the caller records it before starting the next."""
+    daemons = {}
+    for gpu, root in roots.items():
+        daemons[gpu] = MpsDaemon(root, uuids.get(gpu))
+        daemons[gpu].start()
+        on_start(gpu, daemons[gpu])
+    return daemons

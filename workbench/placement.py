@@ -6,9 +6,7 @@ device count given explicitly.
 """
 from __future__ import annotations
 
-from .mps import MpsDaemon
-from .slices import SliceBinding, gpu_binding
-from .spec import Slice, SpecError
+from .spec import SpecError
 
 
 def choose_gpus(requested: tuple[int, ...] | None, available: int) -> tuple[int, ...]:
@@ -36,10 +34,3 @@ def servers_per_gpu(placement: list[int]) -> dict[int, int]:
     for g in placement:
         counts[g] = counts.get(g, 0) + 1
     return counts
-
-
-def gpu_server_bindings(sl: Slice, placement: list[int], daemons: dict[int, MpsDaemon],
-                        uuids: dict[int, str]) -> list[SliceBinding]:
-    """One binding per server: its GPU's MPS daemon, or (several GPUs, no MPS) a pin to its GPU's UUID."""
-    multi = len(set(placement)) > 1 or len(uuids) > 1
-    return [gpu_binding(sl, daemons.get(g), uuids.get(g) if multi else None) for g in placement]

@@ -5,6 +5,8 @@ import logging
 import os
 from dataclasses import dataclass
 
+from .units import mean_seconds
+
 
 @dataclass(frozen=True)
 class MergeResult:
@@ -82,8 +84,8 @@ class TaskChoice:
 
 
 def _mean_us(record) -> float | None:
-    secs = [float(s) for s in record.run_secs or []]
-    return sum(secs) / len(secs) * 1e6 if secs else None
+    mean = mean_seconds(record.run_secs)
+    return None if mean is None else mean * 1e6
 
 
 def floored_database(merged_dir: str, out_dir: str, tasks: list, target,

@@ -7,16 +7,15 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import pandas as pd
 
-from . import diskspace, store
-from .events import TERMINAL, EventReader, EventWriter
-from .procs import group_alive, kill_group, stop_group
+from . import store
+from .events import TERMINAL, EventReader
+from .procs import group_alive
 from .spec import SpecError, TuneSpec
 
 
@@ -150,37 +149,23 @@ class Run:
 
     def stop(self, timeout: float = 5.0) -> str:
         """Ask the supervisor to stop everything; force-kill whatever is left after `timeout`."""
-        procs = self._procs()
-        pid = procs.get("supervisor")
-        if pid and group_alive(pid):
-            kill_group(pid, signal.SIGTERM)
-            deadline = time.monotonic() + timeout
-            while time.monotonic() < deadline and group_alive(pid):
-                time.sleep(0.1)
-        for pgid in [pid, procs.get("sweeper"), *self._procs().get("groups", [])]:
-            if pgid and group_alive(pgid):
-                stop_group(pgid, term_timeout=0.5, kill_timeout=1.0)
-        from .mps import MpsDaemon
+        from .control import record_stopped, stop_run
 
-        for d in self._procs().get("mps_daemons") or []:
-            daemon = MpsDaemon(d["root"], pipe_dir=d["pipe"])
-            daemon.started = daemon.daemon_pid() is not None
-            daemon.stop()
+        stop_run(self.dir, timeout)
         self.poll_events()
         if self._finished_event() is None and not self.supervisor_alive():
-            diskspace.release_space(self.dir)  # room for the last event on a full disk
-            EventWriter(self.folder.events_file, "run").emit(
-                "run_finished", status="stopped", message="stopped (supervisor did not finish on its own)")
+            record_stopped(self.dir)
         return self.status
 
     def finish(self) -> str:
         """End tuning now and get the best model so far, compiled, verified and timed (the run then ends
         `done`; Stop, by contrast, stops at once and can be resumed). Returns the status; `wait()` for the end."""
+        from .control import request_finish
+
         pid = self._procs().get("supervisor")
         if not pid or not group_alive(pid) or self._finished_event() is not None:
             raise SpecError("run", f"run {self.id} is not tuning ({self.status}); there is nothing to finish")
-        EventWriter(self.folder.events_file, "run").emit("finish_requested")
-        os.kill(pid, signal.SIGUSR1)  # the supervisor alone: it stops its clients and finishes the stage
+        request_finish(self.dir, pid)
         return self.status
 
     # -- tables ----------------------------------------------------------------------------------

@@ -64,6 +64,7 @@ class ServerSpec:
     index: int
     key: str
     binding: SliceBinding
+    gpu: int | None = None  # the GPU it was placed on (None on a CPU)
 
 
 class RPCServer(ManagedProcess):
@@ -167,9 +168,15 @@ class ServerPool:
             time.sleep(0.3)
 
     def stop_servers(self) -> None:
-        for server in self.servers:
+        self.retain([])
+
+    def retain(self, specs: list[ServerSpec]) -> int:
+        """Stop every server whose spec is not among `specs`; how many were stopped."""
+        gone = [s for s in self.servers if s.spec not in specs]
+        for server in gone:
             server.stop()
-        self.servers = []
+        self.servers = [s for s in self.servers if s not in gone]
+        return len(gone)
 
     def health(self) -> dict[str, object]:
         """Desired versus running: which servers died, and whether the tracker still answers."""

@@ -1,9 +1,12 @@
 """What a slice means for one process: MPS variables on a GPU, a core set on a CPU.
 
-A binding that could not be applied says so (`applied=False`, `reason`): nothing pretends.
+`apply_slice` is the one place a slice becomes a process's environment and core set, for tuning
+servers, stock clients that measure themselves, and inference workers alike. A binding that could not
+be applied says so (`applied=False`, `reason`): nothing pretends.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from .mps import MpsDaemon
@@ -46,6 +49,27 @@ def gpu_binding(sl: Slice, daemon: MpsDaemon | None, gpu_uuid: str | None = None
                         daemon.client_env(sl.percent, sl.pinned_mem_mb))
 
 
-def bind(target: str, sl: Slice, all_cores: list[int], index: int, daemon: MpsDaemon | None,
-         gpu_uuid: str | None = None) -> SliceBinding:
-    return gpu_binding(sl, daemon, gpu_uuid) if target == "cuda" else cpu_binding(sl, all_cores, index)
+@dataclass(frozen=True)
+class SliceHost:
+    """What applying a slice depends on: the target kind, the cores the run may use, its GPUs with their MPS
+    daemons (started or not) and UUIDs, and the run's pinned-memory limit."""
+
+    target: str
+    cores: tuple[int, ...]
+    gpus: tuple[int, ...] = (0,)
+    daemons: Mapping[int, MpsDaemon] = field(default_factory=dict)
+    uuids: Mapping[int, str] = field(default_factory=dict)
+    pinned_mem_mb: int | None = None
+
+
+def apply_slice(host: SliceHost, percent: int, index: int = 0, gpu: int | None = None) -> SliceBinding:
+    """The binding of the `index`-th process at `percent` (on a GPU: on `gpu`, the run's first by default).
+
+    On a CPU the index picks the block of cores; on a host with several GPUs a process without MPS is pinned
+    to its GPU's UUID (one GPU: nothing to pin)."""
+    sl = Slice(percent, host.pinned_mem_mb)
+    if host.target != "cuda":
+        return cpu_binding(sl, list(host.cores), index)
+    gpu = host.gpus[0] if gpu is None else gpu
+    multi = len(set(host.gpus)) > 1 or len(host.uuids) > 1
+    return gpu_binding(sl, host.daemons.get(gpu), host.uuids.get(gpu) if multi else None)

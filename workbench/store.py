@@ -38,6 +38,10 @@ class RunDir:
         """logs/<name>.log: one per process of the run."""
         return os.path.join(self.path, "logs", f"{name}.log")
 
+    def mps_root(self, gpu: int, purpose: str = "") -> str:
+        """mps/gpu<i>/ (the run's daemon of that GPU), or mps-<purpose>/gpu<i>/ (a standalone sweep's)."""
+        return os.path.join(self.path, f"mps-{purpose}" if purpose else "mps", f"gpu{gpu}")
+
     def stage(self, tuned_at: int) -> str:
         """stages/<slice>/: everything tuned at one slice."""
         return os.path.join(self.path, "stages", str(tuned_at))

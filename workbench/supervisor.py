@@ -1,8 +1,11 @@
 """`python -m workbench.supervisor RUN_DIR [--resume]`: carry out one run, detached from the caller.
 
-It owns every process of the run (MPS daemon, tracker, servers, clients, inference workers), writes
-the run's events, and on SIGTERM (Run.stop) or any failure stops them all, in order: clients,
-servers, tracker, then the MPS daemon. A notebook kernel may restart meanwhile; the run goes on.
+It owns every process of the run (MPS daemons, tracker, servers, clients, inference workers) and writes
+the run's events. For each tuning slice it takes the stage's wanted processes from `stage_plan` (pure)
+and reconciles what runs with them: it starts what is wanted and never ran, and stops what is no
+longer wanted. The stage finisher then merges, compiles, verifies and times. On SIGTERM (Run.stop)
+or any failure it stops everything in order: clients, servers, tracker, then the MPS daemons. A
+notebook kernel may restart meanwhile; the run goes on.
 """
 from __future__ import annotations
 
@@ -14,17 +17,16 @@ import time
 import traceback
 
 from . import diskspace, store
-from .client import ShardJob
 from .events import EventWriter
 from .hardware import GpuInfo, TargetSpec, detect
-from .mps import MpsDaemon
+from .mps import MpsDaemon, start_daemons
 from .options import EngineOptions
-from .placement import gpu_server_bindings, place_servers
 from .procs import ManagedProcess, ProcessError, python_argv, tail
-from .servers import ServerPool, ServerSpec
+from .servers import RPCServer, ServerPool, ServerSpec
 from .shards import Shard
-from .slices import SliceBinding, bind
-from .spec import Slice, parse_tracker
+from .slices import SliceHost
+from .spec import parse_tracker
+from .stage_plan import NOTHING, StagePlan, stage_plan, wants_mps
 from .telemetry import Sampler
 
 CLIENT_POLL_S = 0.5
@@ -50,7 +52,10 @@ class Supervisor:
         self.finishing = False  # Run.finish(): end tuning now, finish with the best records so far
         self.daemons: dict[int, MpsDaemon] = {}  # one MPS control daemon per GPU used
         self.pool: ServerPool | None = None
-        self.clients: list[ManagedProcess] = []
+        self.base_key = f"wb-{os.getpid()}"
+        self.clients: dict[str, ManagedProcess] = {}  # by wanted name; a client stays here after it exits
+        self.shard_of: dict[str, int] = {}
+        self.started: set[str] = set()  # every wanted name started once: nothing is started twice
         self.failed_shards: list[str] = []
         self.env = self._base_env()
 
@@ -65,23 +70,17 @@ class Supervisor:
 
     # -- process bookkeeping -------------------------------------------------------------------
     def _record_procs(self) -> None:
-        pids = [p.pid for p in self.clients if p.pid]
+        pids = [p.pid for p in self.clients.values() if p.pid and p.poll() is None]
         if self.pool:
             pids += [s.pid for s in self.pool.servers if s.pid]
             if self.pool.tracker and self.pool.tracker.pid:
                 pids.append(self.pool.tracker.pid)
         self.folder.record_procs(supervisor=os.getpid(), groups=pids,
-                                 mps_daemons=[{"root": d.root, "pipe": d.pipe_dir} for d in self.daemons.values()
-                                              if d.started])
+                                 mps_daemons=[d.to_dict() for d in self.daemons.values() if d.started])
 
     @property
     def gpus(self) -> list[int]:
         return list(self.plan.get("gpus") or [0])
-
-    @property
-    def daemon(self) -> MpsDaemon | None:
-        """The first GPU's daemon: inference and sweeps run there."""
-        return self.daemons.get(self.gpus[0])
 
     def _gpu(self, gpu: int) -> GpuInfo | None:
         return self.hw.gpus[gpu] if gpu < len(self.hw.gpus) else None
@@ -121,7 +120,7 @@ class Supervisor:
                 from .sweep import sweep_run
 
                 self._phase("sweeping")
-                sweep_run(self.run_dir, list(self.spec.sweep_slices), daemon=self.daemon, events=self.events,
+                sweep_run(self.run_dir, list(self.spec.sweep_slices), host=self._host(), events=self.events,
                           should_stop=lambda: self.stop_requested)
                 self._check_stop()  # a stopped sweep is a stopped run, not a done one
             if self.failed_shards:
@@ -155,131 +154,133 @@ class Supervisor:
         self._phase("servers")
         self.events.emit("hardware", target=self.target.kind, device=self.hw.describe(self.target.kind),
                          ncores=len(self.cores), gpu_note=self.hw.gpu_note)
-        want_mps = self.target.kind == "cuda" and any(p < 100 for p in (*self.spec.slices, *self.spec.sweep_slices))
-        if want_mps:
-            for gpu in self.gpus:
-                daemon = self.daemons[gpu] = MpsDaemon(os.path.join(self.run_dir, "mps", f"gpu{gpu}"), self._uuid(gpu))
-                ok = daemon.start()
-                self.events.emit("mps", gpu=gpu, started=ok, reason=daemon.reason, pipe_dir=daemon.pipe_dir)
+        if wants_mps(self.spec, self.target):
+            def started(gpu: int, daemon: MpsDaemon) -> None:
+                self.daemons[gpu] = daemon
+                self.events.emit("mps", gpu=gpu, started=daemon.started, reason=daemon.reason,
+                                 pipe_dir=daemon.pipe_dir)
                 self._record_procs()
+
+            start_daemons({g: self.folder.mps_root(g) for g in self.gpus}, {g: self._uuid(g) for g in self.gpus},
+                          started)
         if self.local_runner:
             return  # stock measurement inside each client: no tracker, no servers
         external = parse_tracker(self.spec.tracker) if self.spec.tracker else None
-        self.pool = ServerPool(self.run_dir, self.spec.host, self.env, key=f"wb-{os.getpid()}",
+        self.pool = ServerPool(self.run_dir, self.spec.host, self.env, key=self.base_key,
                                device=self.target.device_type, external=external,
                                sessions=self.options.sessions)
         self.pool.start_tracker()
         self._record_procs()
 
-    def _placement(self) -> list[int]:
-        return place_servers(self.spec.servers, tuple(self.gpus))
-
-    def _bindings(self, percent: int) -> list[SliceBinding]:
-        sl = Slice(percent, self.spec.pinned_mem_mb)
-        if self.target.kind != "cuda":
-            return [bind("cpu", sl, self.cores, i, None) for i in range(self.spec.servers)]
+    def _host(self) -> SliceHost:
         uuids = {g: u for g in self.gpus if (u := self._uuid(g))}
-        return gpu_server_bindings(sl, self._placement(), self.daemons, uuids)
+        return SliceHost(self.target.kind, tuple(self.cores), tuple(self.gpus), self.daemons, uuids,
+                         self.spec.pinned_mem_mb)
 
     @property
     def local_runner(self) -> bool:
         return self.options.local_runner
 
-    def _tune_stage(self, tuned_at: int) -> None:
-        os.makedirs(self.folder.stage(tuned_at), exist_ok=True)
-        shards = [Shard.from_dict(d) for d in self.plan["shards"]]
-        if self.local_runner:
-            self._phase("tuning", tuned_at=tuned_at)
-            self._start_clients(tuned_at, shards)
-            self._wait_clients(tuned_at)
-            self._finish_stage(tuned_at, shards)
-            return
-        assert self.pool is not None
-        self._phase("servers", tuned_at=tuned_at)
-        key = f"{self.pool.key}-{tuned_at}" if not self.spec.tracker else self.pool.key
-        started = []
-        if not self.spec.tracker:
-            self.pool.key = key
-            started = self.pool.start_servers([ServerSpec(i, key, b) for i, b in enumerate(self._bindings(tuned_at))])
-        self._phase("tuning", tuned_at=tuned_at)
-        self._start_clients(tuned_at, shards)  # clients start up while servers do
-        if started:
-            self.pool.wait_servers(started)
+    # -- reconciling what runs with what the stage wants ------------------------------------------
+    def _reconcile_servers(self, want: StagePlan) -> list[RPCServer]:
+        """Stop the servers `want` does not name; start those it names that never ran (a lost server is not
+        restarted: measuring goes on on the others). Returns the servers started."""
+        if self.pool is None:
+            return []
+        wanted = {w.name: ServerSpec(w.index, w.key, w.binding, w.gpu) for w in want.servers}
+        stopped = self.pool.retain(list(wanted.values()))
+        new = [name for name in wanted if name not in self.started]
+        self.started.update(new)
+        started = self.pool.start_servers([wanted[name] for name in new])
+        if started or stopped:
             self._record_procs()
-            for server in started:
-                info = server.info
-                cores = sorted(os.sched_getaffinity(server.pid)) if server.poll() is None else []
-                self.events.emit("server_ready", server=server.spec.index, tuned_at=tuned_at, port=server.port,
-                                 gpu=self._placement()[server.spec.index] if self.target.kind == "cuda" else None,
-                                 pid=server.pid, **server.spec.binding.to_dict(), sm_count=info.get("sm_count"),
-                                 device_name=info.get("device_name"), mps_percentage=info.get("mps_percentage"),
-                                 sessions=info.get("sessions"), affinity=cores, host=self.spec.host)
-        else:
-            self.events.emit("server_ready", server="external", tuned_at=tuned_at, tracker=self.spec.tracker,
-                             slice_applied=False, reason="servers are the user's: their slices are not managed here")
-        self._wait_clients(tuned_at)
-        if not self.spec.tracker:
-            self.pool.stop_servers()
-            self._record_procs()
-        self._finish_stage(tuned_at, shards)
+        return started
 
-    def _client_resources(self) -> tuple[int, int]:
-        k = self.spec.shards
-        per_client = max(1, len(self.cores) // k)
-        return (self.spec.builder_workers or per_client), per_client
-
-    def _start_clients(self, tuned_at: int, shards: list[Shard]) -> None:
-        builder_workers, threads = self._client_resources()
-        host, port = self.pool.tracker_addr if self.pool else ("", 0)
-        key = self.pool.key if self.pool else ""
-        runner_workers = self.spec.servers
-        self.clients = []
-        for shard in shards:
-            job = ShardJob(run_dir=self.run_dir, work_dir=self.folder.shard_db(tuned_at, shard.index),
-                           events_path=self.events.path, shard=shard.index, tuned_at=tuned_at,
-                           tasks=shard.tasks, trials=shard.trials, spec=self.spec, target=self.target,
-                           tracker=(host, port, key), runner_workers=runner_workers,
-                           builder_workers=builder_workers, num_threads=threads,
-                           options=self.options,
-                           prewarm=len(self.cores) >= 4 * len(shards), replica=shard.replica,
-                           measure=shard.measure)
-            job_path = self.folder.shard_job(tuned_at, shard.index)
-            with open(job_path, "w") as f:
-                f.write(job.to_json())
-            self.events.emit("shard_planned", shard=shard.index, tuned_at=tuned_at, tasks=list(shard.tasks),
-                             trials_budget=shard.trials, cost=shard.cost, replica=shard.replica)
-            env, cores = self.env, None
-            if self.local_runner:  # the client measures itself, so it runs under the slice
-                binding = bind(self.target.kind, Slice(tuned_at, self.spec.pinned_mem_mb), self.cores, shard.index,
-                               self.daemon)
-                env, cores = {**self.env, **binding.env}, binding.cores or None
-            proc = ManagedProcess(f"shard-{shard.index}", python_argv("workbench.client", job_path), env,
-                                  self.folder.log(f"client-{tuned_at}-{shard.index}"),
-                                  cpu_affinity=cores)
+    def _reconcile_clients(self, want: StagePlan) -> None:
+        """Stop the clients `want` does not name; start those it names that never ran (a client that exited
+        has done its shard, or failed it: it is not restarted)."""
+        for name in [n for n in self.clients if n not in want.names]:
+            self.clients.pop(name).stop()
+        for w in want.clients:
+            if w.name in self.started:
+                continue
+            self.started.add(w.name)
+            job_path = self.folder.shard_job(w.job.tuned_at, w.shard.index)
+            store.write_text(job_path, w.job.to_json())
+            self.events.emit("shard_planned", shard=w.shard.index, tuned_at=w.job.tuned_at, tasks=list(w.shard.tasks),
+                             trials_budget=w.shard.trials, cost=w.shard.cost, replica=w.shard.replica)
+            env = {**self.env, **w.binding.env} if w.binding else self.env
+            proc = ManagedProcess(f"shard-{w.shard.index}", python_argv("workbench.client", job_path), env,
+                                  self.folder.log(f"client-{w.job.tuned_at}-{w.shard.index}"),
+                                  cpu_affinity=(w.binding.cores or None) if w.binding else None)
             proc.start()
-            self.clients.append(proc)
+            self.clients[w.name] = proc
+            self.shard_of[w.name] = w.shard.index
         self._record_procs()
 
-    def _wait_clients(self, tuned_at: int) -> None:
-        pending = dict(enumerate(self.clients))
+    def _reconcile(self, want: StagePlan) -> None:
+        self._reconcile_clients(want)  # clients first: they hold sessions on the servers
+        self._reconcile_servers(want)
+
+    # -- a tuning stage --------------------------------------------------------------------------
+    def _tune_stage(self, tuned_at: int) -> None:
+        os.makedirs(self.folder.stage(tuned_at), exist_ok=True)
+        tracker = ("", 0, "")
+        if self.pool is not None:
+            if not self.spec.tracker:  # a stage's clients must not reach an earlier stage's servers
+                self.pool.key = f"{self.base_key}-{tuned_at}"
+            tracker = (*self.pool.tracker_addr, self.pool.key)
+            self._phase("servers", tuned_at=tuned_at)
+        want = stage_plan(self.folder, self.spec, self.plan, self.target, self.options, tuned_at, self._host(),
+                          tracker)
+        started = self._reconcile_servers(want)
+        self._phase("tuning", tuned_at=tuned_at)
+        self._reconcile_clients(want)  # clients start up while servers do
+        if started:
+            self._report_ready(tuned_at, started)
+        elif self.spec.tracker:
+            self.events.emit("server_ready", server="external", tuned_at=tuned_at, tracker=self.spec.tracker,
+                             slice_applied=False, reason="servers are the user's: their slices are not managed here")
+        self._wait_clients(tuned_at, want)
+        self._reconcile(NOTHING)
+        self._finish_stage(tuned_at, [w.shard for w in want.clients])
+
+    def _report_ready(self, tuned_at: int, started: list[RPCServer]) -> None:
+        """Wait for the stage's servers, then one `server_ready` event each: what slice it got."""
+        assert self.pool is not None
+        self.pool.wait_servers(started)
+        self._record_procs()
+        for server in started:
+            info = server.info
+            cores = sorted(os.sched_getaffinity(server.pid)) if server.poll() is None else []
+            self.events.emit("server_ready", server=server.spec.index, tuned_at=tuned_at, port=server.port,
+                             gpu=server.spec.gpu, pid=server.pid, **server.spec.binding.to_dict(),
+                             sm_count=info.get("sm_count"), device_name=info.get("device_name"),
+                             mps_percentage=info.get("mps_percentage"), sessions=info.get("sessions"),
+                             affinity=cores, host=self.spec.host)
+
+    def _wait_clients(self, tuned_at: int, want: StagePlan) -> None:
+        pending = {w.name for w in want.clients if w.name in self.clients}
         lost: set[str] = set()
         while pending:
             if self.stop_requested:
                 raise Stopped()
             if self.finishing:
-                for i, proc in pending.items():
-                    proc.stop()
-                    self.events.emit("shard_finished", shard=i, tuned_at=tuned_at, trials_done=0, exit_code=None,
-                                     note="ended early on request")
+                for name in sorted(pending):
+                    self.clients[name].stop()
+                    self.events.emit("shard_finished", shard=self.shard_of[name], tuned_at=tuned_at, trials_done=0,
+                                     exit_code=None, note="ended early on request")
                 return
-            for i, proc in list(pending.items()):
+            for name in sorted(pending):
+                proc = self.clients[name]
                 code = proc.poll()
                 if code is None:
                     continue
-                del pending[i]
+                pending.discard(name)
                 if code != 0:
-                    self.failed_shards.append(f"{tuned_at}/{i}")
-                    self.events.emit("shard_failed", shard=i, tuned_at=tuned_at, exit_code=code,
+                    shard = self.shard_of[name]
+                    self.failed_shards.append(f"{tuned_at}/{shard}")
+                    self.events.emit("shard_failed", shard=shard, tuned_at=tuned_at, exit_code=code,
                                      log_tail=tail(proc.log_path, 20), log=proc.log_path)
             health = self.pool.health() if self.pool else {"tracker_dead": False, "servers_dead": []}
             if health["tracker_dead"]:
@@ -305,12 +306,11 @@ class Supervisor:
 
         if self.finishing:
             repair_databases(self.run_dir)  # a client stopped mid-write leaves at most one torn record
-        finish_stage(self.run_dir, self.spec, self.target, tuned_at, shards, self.events, self._phase, self.daemon,
+        finish_stage(self.run_dir, self.spec, self.target, tuned_at, shards, self.events, self._phase, self._host(),
                      self.env, int(self.plan.get("budget", {}).get("trials", 0)), early=self.finishing)
 
     def _cleanup(self) -> None:
-        for proc in self.clients:
-            proc.stop()
+        self._reconcile(NOTHING)
         if self.pool is not None:
             self.pool.stop()
         for daemon in self.daemons.values():

@@ -11,10 +11,9 @@ import pandas as pd
 from . import store
 from .events import EventWriter
 from .hardware import TargetSpec, detect
-from .mps import MpsDaemon
+from .mps import start_daemons
 from .procs import ManagedProcess, ProcessError, python_argv, tail
-from .slices import bind
-from .spec import Slice
+from .slices import SliceHost, apply_slice
 
 INFER_TIMEOUT_S = 600.0
 STOP_POLL_S = 0.2
@@ -37,16 +36,17 @@ def _wait(proc: ManagedProcess, timeout: float, should_stop: Callable[[], bool])
 
 
 def infer_at(run_dir: str, percent: int, libs: dict[str, str], model, target: TargetSpec,
-             daemon: MpsDaemon | None, env: dict[str, str], reference: str | None = None,
-             timeout: float = INFER_TIMEOUT_S, should_stop: Callable[[], bool] = lambda: False,
-             pinned_mem_mb: int | None = None) -> list[dict]:
-    """Run `workbench.infer` under slice `percent` (and the run's pinned-memory limit, as its servers had it)
-    on `libs`; return one result dict per library.
+             host: SliceHost | None, env: dict[str, str], reference: str | None = None,
+             timeout: float = INFER_TIMEOUT_S, should_stop: Callable[[], bool] = lambda: False) -> list[dict]:
+    """Run `workbench.infer` under slice `percent` of `host` (its first GPU's daemon and the run's
+    pinned-memory limit, as its servers had them; None: this process's cores, no MPS) on `libs`; return
+    one result dict per library.
 
     The worker dies with its caller (Linux) and is stopped as soon as `should_stop()` (Interrupted)."""
     folder = os.path.join(run_dir, "infer")
     os.makedirs(folder, exist_ok=True)
-    binding = bind(target.kind, Slice(percent, pinned_mem_mb), sorted(os.sched_getaffinity(0)), 0, daemon)
+    host = host or SliceHost(target.kind, tuple(sorted(os.sched_getaffinity(0))))
+    binding = apply_slice(host, percent)
     tag = f"{percent}-{'-'.join(sorted(libs))}"
     out = os.path.join(folder, f"result-{tag}.json")
     job = {"device": target.device_type, "libs": libs, "reference": reference, "input_shape": list(model.input_shape),
@@ -75,9 +75,12 @@ def infer_at(run_dir: str, percent: int, libs: dict[str, str], model, target: Ta
     return rows
 
 
-def sweep_run(run_dir: str, slices: list[int], daemon: MpsDaemon | None = None, events: EventWriter | None = None,
+def sweep_run(run_dir: str, slices: list[int], host: SliceHost | None = None, events: EventWriter | None = None,
               should_stop: Callable[[], bool] = lambda: False) -> pd.DataFrame:
-    """Time every tuned model of a run at every slice; write sweep.csv and `sweep_point` events."""
+    """Time every tuned model of a run at every slice; write sweep.csv and `sweep_point` events.
+
+    `host`: the supervisor's (its MPS daemons); None for a sweep of its own, which starts a daemon on the
+    run's first GPU when a slice needs one and quits it at the end."""
     from .models import load_model
 
     folder = store.RunDir(run_dir)
@@ -88,12 +91,15 @@ def sweep_run(run_dir: str, slices: list[int], daemon: MpsDaemon | None = None, 
     libs = {k: v for k, v in libs.items() if os.path.exists(v)}
     if not libs:
         raise ProcessError(f"run {os.path.basename(run_dir)} has no tuned model yet; nothing to sweep")
-    own_daemon = None
-    if daemon is None and target.kind == "cuda" and any(p < 100 for p in slices):
-        hw = detect()
-        own_daemon = daemon = MpsDaemon(os.path.join(run_dir, "mps-sweep"), hw.gpus[0].uuid if hw.gpus else None)
-        daemon.start()
-        events.emit("mps", started=daemon.started, reason=daemon.reason, pipe_dir=daemon.pipe_dir)
+    own_daemons = {}
+    if host is None:
+        gpus = tuple(plan.get("gpus") or [0])
+        if target.kind == "cuda" and any(p < 100 for p in slices):
+            uuids = {g: info.uuid for g, info in enumerate(detect().gpus) if g == gpus[0]}
+            own_daemons = start_daemons({gpus[0]: folder.mps_root(gpus[0], "sweep")}, uuids, lambda gpu, d: events.emit(
+                "mps", gpu=gpu, started=d.started, reason=d.reason, pipe_dir=d.pipe_dir))
+        host = SliceHost(target.kind, tuple(sorted(os.sched_getaffinity(0))), gpus, own_daemons,
+                         pinned_mem_mb=spec.pinned_mem_mb)
     model = load_model(spec.model, spec.input_shape)
     env = {k: v for k, v in os.environ.items() if not k.startswith("CUDA_MPS_")}
     rows = []
@@ -102,8 +108,7 @@ def sweep_run(run_dir: str, slices: list[int], daemon: MpsDaemon | None = None, 
             if should_stop():
                 break
             try:
-                timed = infer_at(run_dir, percent, libs, model, target, daemon, env, should_stop=should_stop,
-                                 pinned_mem_mb=spec.pinned_mem_mb)
+                timed = infer_at(run_dir, percent, libs, model, target, host, env, should_stop=should_stop)
             except Interrupted:
                 break
             for r in timed:
@@ -114,8 +119,8 @@ def sweep_run(run_dir: str, slices: list[int], daemon: MpsDaemon | None = None, 
                 rows.append(row)
                 events.emit("sweep_point", **row)
     finally:
-        if own_daemon is not None:
-            own_daemon.stop()
+        for daemon in own_daemons.values():
+            daemon.stop()
     df = pd.DataFrame(rows)
     old = folder.file(store.SWEEP_FILE)
     if os.path.exists(old) and len(df):

@@ -16,14 +16,15 @@ import random
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.task_scheduler import PyTaskScheduler
 
+from .units import mean_seconds
+
 
 def batch_best(results) -> float:
     """The fastest mean run time (s) of one batch's runner results; inf when none ran."""
     best = math.inf
     for r in results:
         if r.error_msg is None and r.run_secs:
-            secs = [float(v) for v in r.run_secs]
-            best = min(best, sum(secs) / len(secs))
+            best = min(best, mean_seconds(r.run_secs))
     return best
 
 

@@ -39,3 +39,9 @@ def fmt_us(us: float | None, unit: str | None = None) -> str:
     if unit not in ("us", "ms"):
         raise ValueError(f"unit must be 'us' or 'ms', got {unit!r}")
     return f"{us / 1000:.3f} ms" if unit == "ms" else f"{us:.1f} us"
+
+
+def mean_seconds(run_secs) -> float | None:
+    """The mean of one measurement's repeats (MetaSchedule's `run_secs`); None when there are none."""
+    secs = [float(s) for s in run_secs or []]
+    return sum(secs) / len(secs) if secs else None
