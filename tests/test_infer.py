@@ -9,3 +9,61 @@ def test_inference_timing_fits_its_budget_but_keeps_a_few_repeats():
     assert repeats_for(2400.0, 15, 50, 10.0) == 5  # 4 would fit: the floor of 5
     assert repeats_for(900.0, 15, 50, 10.0) == 11
     assert repeats_for(5.0, 3, 20, 10.0) == 3  # never more than asked
+
+
+def _compiled(tmp_path, name: str, body) -> str:
+    """A one-input Relax model `body(x)` on a 4x8 float32 input, compiled for the CPU."""
+    import tvm
+    from tvm import relax
+
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((4, 8), "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            out = bb.emit_output(bb.emit(body(x)))
+        bb.emit_func_output(out)
+    path = str(tmp_path / f"{name}.so")
+    tvm.compile(bb.get(), target="llvm").export_library(path)
+    return path
+
+
+def _verify(tmp_path, libs: dict[str, str], reference: str) -> dict[str, dict]:
+    from workbench.infer import run
+
+    job = {"device": "cpu", "libs": libs, "reference": reference, "input_shape": [4, 8], "dtype": "float32",
+           "repeat": 5, "min_repeat_ms": 1, "time_budget_s": 1.0}
+    return {r["name"]: r for r in run(job)}
+
+
+def test_outputs_are_compared_on_an_input_that_makes_them_vary(tmp_path):
+    """A sigmoid far in its tail gives near-zero outputs for standard-normal input, where any two builds
+    would "match": the check moves to an input whose outputs vary, and reports their range."""
+    from tvm import relax
+
+    def tail(x):
+        return relax.op.sigmoid(relax.op.subtract(x, relax.const(20.0)))
+
+    def other(x):
+        return relax.op.sigmoid(relax.op.subtract(x, relax.const(19.0)))
+
+    ref = _compiled(tmp_path, "ref", tail)
+    by = _verify(tmp_path, {"same": _compiled(tmp_path, "same", tail), "other": _compiled(tmp_path, "other", other),
+                            "untuned": ref}, ref)
+    assert by["same"]["input"] != "normal" and by["same"]["match"] is True
+    from workbench.infer import NEAR_ZERO
+
+    lo, hi = by["same"]["output_range"]
+    assert hi - lo >= NEAR_ZERO  # the outputs the match was called on are not all near zero
+    assert by["other"]["match"] is False  # a different model no longer passes for the same one
+
+
+def test_a_match_of_constant_outputs_is_called_inconclusive(tmp_path):
+    from tvm import relax
+
+    def zero(x):
+        return relax.op.multiply(x, relax.const(0.0))
+
+    ref = _compiled(tmp_path, "zero", zero)
+    by = _verify(tmp_path, {"tuned": _compiled(tmp_path, "zero2", zero), "untuned": ref}, ref)
+    assert by["tuned"]["match"] is None and "inconclusive" in by["tuned"]["match_note"]
+    assert by["tuned"]["max_abs_err"] == 0.0
