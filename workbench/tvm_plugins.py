@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from tvm.ir.utils import derived_object
+from tvm_ffi import structural_hash
 from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.meta_schedule.builder import BuilderInput, BuilderResult, PyBuilder
 from tvm.s_tir.meta_schedule.builder.local_builder import _serialize_params, _worker_func
@@ -198,6 +199,9 @@ class RandomFirstRound(PySearchStrategy):
     batch on the H200 host) ends in a random pick anyway. The first batch is drawn the way
     `ReplayTrace` draws (fresh random decisions, same postprocessors); the evolutionary search is told
     its results and runs every later batch unchanged. A task with records (a resume) skips the shortcut.
+    The evolution keeps out of its batches only what it picked itself, so the random batch's schedules
+    (which it sees again among the database's best) are dropped from its batches here: no schedule is
+    measured twice, as with TVM's evolution alone (tests/test_first_round.py).
     """
 
     def __init__(self, **evolutionary_kwargs) -> None:
@@ -207,6 +211,7 @@ class RandomFirstRound(PySearchStrategy):
         self.mod = None
         self.first_pending = False
         self.active = None
+        self.drawn: set[int] = set()  # structural hashes of the random batch's schedules
 
     def _initialize_with_tune_context(self, context) -> None:
         self.mod = context.mod
@@ -230,12 +235,16 @@ class RandomFirstRound(PySearchStrategy):
                 return candidates
             self.first_pending = False
         self.active = self.evo
-        return self.evo.generate_measure_candidates()
+        candidates = self.evo.generate_measure_candidates()
+        if candidates is None or not self.drawn:
+            return candidates
+        return [c for c in candidates if structural_hash(c.sch.mod) not in self.drawn]
 
     def notify_runner_results(self, measure_candidates, results) -> None:
         if self.active is self.replay:
             self.replay.notify_runner_results(measure_candidates, results)
             self.first_pending = False
+            self.drawn = {structural_hash(c.sch.mod) for c in measure_candidates}
         self.evo.notify_runner_results(measure_candidates, results)  # counts the random batch in its budget
 
     def post_tuning(self) -> None:

@@ -1,0 +1,79 @@
+"""RandomFirstRound: the evolution after the random batch never measures a schedule twice (as TVM's alone)."""
+import json
+import subprocess
+import sys
+
+from conftest import ROOT
+
+_SEARCH = """
+import json, logging, random, sys, tempfile
+logging.getLogger("tvm.s_tir.meta_schedule").setLevel(logging.WARNING)
+import numpy as np, tvm, tvm_ffi
+from tvm.ir.utils import derived_object
+from tvm.s_tir import meta_schedule as ms
+from tvm.s_tir.meta_schedule.builder import BuilderResult, PyBuilder
+from tvm.s_tir.meta_schedule.cost_model import PyCostModel
+from tvm.s_tir.meta_schedule.runner import LocalRunnerFuture, PyRunner
+from workbench.hardware import detect, target_spec
+from workbench.intrinsics import load_family
+from workbench.models import load_model
+from workbench.shards import extract_tasks
+from workbench.task_scheduler import StreamingScheduler
+from workbench.tvm_plugins import RandomFirstRound
+
+load_family("cpu", sys.argv[1])
+target = target_spec("cpu", detect()).build()
+task = extract_tasks(load_model("mlp-small").mod, target)[0]
+
+@derived_object
+class NoBuild(PyBuilder):  # the search is under test, not the build: every candidate "builds"
+    def build(self, inputs):
+        return [BuilderResult("/nonexistent.so", None) for _ in inputs]
+
+@derived_object
+class NoRun(PyRunner):
+    def run(self, inputs):
+        return [LocalRunnerFuture([random.uniform(1e-4, 1e-3)], None) for _ in inputs]
+
+@derived_object
+class LikesWhatItMeasured(PyCostModel):
+    # A trained model's view: the measured best score high. Here every measured schedule scores 1.
+    def __init__(self):
+        self.known = set()
+    def load(self, path): pass
+    def save(self, path): pass
+    def update(self, context, candidates, results):
+        self.known |= {tvm_ffi.structural_hash(c.sch.mod) for c in candidates}
+    def predict(self, context, candidates):
+        return np.array([1.0 if tvm_ffi.structural_hash(c.sch.mod) in self.known else random.uniform(0, .5)
+                         for c in candidates])
+
+out = {}
+for name, strategy in (("evolutionary", "evolutionary"), ("random", RandomFirstRound())):
+    with tempfile.TemporaryDirectory() as wd:
+        ctxs, w = ms.relax_integration.extracted_tasks_to_tune_contexts([task], wd, strategy=strategy,
+                                                                        num_threads=2, seed=0)
+        db = ms.database.MemoryDatabase()
+        ms.tune_tasks(tasks=ctxs, task_weights=w, work_dir=wd, max_trials_global=24, num_trials_per_iter=8,
+                      builder=NoBuild(), runner=NoRun(), database=db, cost_model=LikesWhatItMeasured(),
+                      measure_callbacks=[ms.measure_callback.AddToDatabase(), ms.measure_callback.UpdateCostModel()],
+                      task_scheduler=StreamingScheduler(seed=0))
+        hashes = []
+        for r in db.get_all_tuning_records():
+            sch = tvm.s_tir.Schedule(r.workload.mod)
+            r.trace.apply_to_schedule(sch, remove_postproc=False)
+            hashes.append(tvm_ffi.structural_hash(sch.mod))
+        out[name] = {"records": len(hashes), "distinct": len(set(hashes))}
+print(json.dumps(out))
+"""
+
+
+def test_the_evolution_does_not_remeasure_the_random_batch(tmp_path):
+    proc = subprocess.run([sys.executable, "-c", _SEARCH, str(tmp_path / "cache")], cwd=ROOT, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    # TVM's evolution alone keeps every measured schedule out of later batches (the control)
+    assert got["evolutionary"]["distinct"] == got["evolutionary"]["records"] == 24, got
+    # with the random first batch it must too: that batch's schedules are not in the evolution's measured set
+    assert got["random"]["distinct"] == got["random"]["records"], got
