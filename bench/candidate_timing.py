@@ -196,12 +196,13 @@ class Servers:
 
     def __init__(self, work: str, kind: str, device: str, cores: list[int], daemon=None) -> None:
         from workbench.servers import ServerPool, ServerSpec
-        from workbench.slices import Slice, bind
+        from workbench.slices import SliceHost, apply_slice
 
         self.key = f"ct-{kind}-{os.getpid()}"
         self.pool = ServerPool(os.path.join(work, kind), "127.0.0.1", dict(os.environ), self.key, device,
                                sessions="spawn" if kind == "spawn" else "persistent")
-        binding = bind("cuda" if device == "cuda" else "cpu", Slice(100), cores, 0, daemon)
+        binding = apply_slice(SliceHost("cuda" if device == "cuda" else "cpu", tuple(cores),
+                                        daemons={0: daemon} if daemon else {}), 100)
         self.binding = binding.to_dict()
         self.pool.start_tracker()
         self.started = self.pool.start_servers([ServerSpec(0, self.key, binding)])

@@ -46,18 +46,54 @@ def load_database(path: str):
     return ms.database.JSONDatabase(work_dir=path, allow_missing=False)
 
 
-def compile_with_database(mod, target, db_path: str | None, out_path: str) -> str:
-    """Compile the model with the tuned database (or an empty one: the untuned baseline)."""
+def compile_with_database(mod, target, db_path: str | None, out_path: str, cuda_graph: bool = False) -> str:
+    """Compile the model with the tuned database (or an empty one: the untuned baseline).
+
+    The pipeline is MetaSchedule's `compile_relax` (fuse as task extraction does, apply the database,
+    DLight for the rest on a GPU), run here so that `cuda_graph` can switch on Relax's CUDA-graph capture
+    (`relax.backend.use_cuda_graph`; ignored off CUDA)."""
     import tempfile
 
+    import tvm
+    from tvm import relax
+    from tvm.relax import pipeline as relax_pipeline
+    from tvm.relax.transform import MetaScheduleApplyDatabase
+    from tvm.s_tir import dlight as dl
     from tvm.s_tir import meta_schedule as ms
 
     logging.getLogger("tvm.s_tir.meta_schedule").setLevel(logging.WARNING)
-    if db_path is None:
-        db = ms.database.JSONDatabase(work_dir=tempfile.mkdtemp(prefix="wb-empty-db-"))
-    else:
-        db = load_database(db_path)
-    ex = ms.relax_integration.compile_relax(db, mod, target, params=None, enable_warning=False)
+    db = load_database(db_path) if db_path else ms.database.JSONDatabase(
+        work_dir=tempfile.mkdtemp(prefix="wb-empty-db-"))
+    gpu = relax_pipeline.BackendDispatcher.is_gpu_target(target)
+    try:
+        dispatch = relax_pipeline.library_dispatch_passes(target)
+    except (ValueError, AttributeError):
+        dispatch = []
+    try:
+        lower = relax_pipeline.dataflow_lower_passes(target) + relax_pipeline.finalize_passes(target)
+    except (ValueError, AttributeError):  # the CPU backend has no lowering list of its own in TVM 0.27
+        lower = [relax.transform.RewriteDataflowReshape(), relax.transform.ToNonDataflow(),
+                 relax.transform.RemovePurityChecking(), relax.transform.CallTIRRewrite(),
+                 relax.transform.StaticPlanBlockMemory(), relax.transform.LowerAllocTensor(),
+                 relax.transform.KillAfterLastUse(), relax.transform.LowerRuntimeBuiltin(),
+                 relax.transform.ComputePrimValue(), relax.transform.VMShapeLower(),
+                 relax.transform.AttachGlobalSymbol()]
+
+    @tvm.transform.module_pass(opt_level=3)
+    def pipeline(m: tvm.IRModule, _ctx: tvm.transform.PassContext) -> tvm.IRModule:
+        m = tvm.transform.Sequential([*dispatch,
+                                      relax.transform.LegalizeOps(enable_warning=False), relax.transform.AnnotateTIROpPattern(),
+                                      relax.transform.FoldConstant(), relax.transform.FuseOps(),
+                                      relax.transform.FuseTIR()])(m)
+        m = MetaScheduleApplyDatabase(enable_warning=False)(m)
+        if gpu:
+            m = dl.ApplyDefaultSchedule(dl.gpu.Matmul(), dl.gpu.GEMV(), dl.gpu.Reduction(),
+                                        dl.gpu.GeneralReduction(), dl.gpu.Fallback())(m)
+        return tvm.transform.Sequential(lower)(m)
+
+    config = {"relax.backend.use_cuda_graph": bool(cuda_graph and target.kind.name == "cuda")}
+    with target, db, tvm.transform.PassContext(opt_level=3, config=config):
+        ex = relax.build(mod, target=target, relax_pipeline=pipeline)
     from .store import write_atomic
 
     return write_atomic(out_path, ex.export_library)  # nothing half-written under the final name
