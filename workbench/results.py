@@ -81,10 +81,9 @@ def compile_with_database(mod, target, db_path: str | None, out_path: str, cuda_
 
     @tvm.transform.module_pass(opt_level=3)
     def pipeline(m: tvm.IRModule, _ctx: tvm.transform.PassContext) -> tvm.IRModule:
-        m = tvm.transform.Sequential([*dispatch,
-                                      relax.transform.LegalizeOps(enable_warning=False), relax.transform.AnnotateTIROpPattern(),
-                                      relax.transform.FoldConstant(), relax.transform.FuseOps(),
-                                      relax.transform.FuseTIR()])(m)
+        m = tvm.transform.Sequential([*dispatch, relax.transform.LegalizeOps(enable_warning=False),
+                                      relax.transform.AnnotateTIROpPattern(), relax.transform.FoldConstant(),
+                                      relax.transform.FuseOps(), relax.transform.FuseTIR()])(m)
         m = MetaScheduleApplyDatabase(enable_warning=False)(m)
         if gpu:
             m = dl.ApplyDefaultSchedule(dl.gpu.Matmul(), dl.gpu.GEMV(), dl.gpu.Reduction(),
