@@ -1,0 +1,399 @@
+"""Time to quality: stock MetaSchedule with its budget, then each workbench config for stock's wall time.
+
+    python bench/anytime.py --model mlp --target cuda --stock-trials 64 --configs 1x1@100+batch \
+        --seeds 0,1,2 --seed-index-only 0 --checkpoints 6 --out bench/results/h200_anytime.json --merge
+
+Per seed, stock (tuning_throughput's `stock`: LocalBuilder + LocalRunner) runs its budget; its wall is run
+start (`run_started`) to its last measured batch. Each workbench config then gets `--budget-factor` x that
+budget and `Run.finish()` at stock's wall after its own `run_started`. For each run, the model the product
+would have built from the records committed by evenly spaced batch times (merged, floored, compiled) is
+timed beside the untuned build on the whole device. Per seed: equal_time_latency_ratio (workbench at
+stock's wall / stock's final), time_to_stock_latency_ratio (first checkpoint within 3 % of stock's final /
+stock's time to its own final; 1.0 when never reached), best_ms_at_300s (null for a run under 300 s); then
+medians over the file's seeds, best_config by median equal-time ratio. `--part` splits a seed over two
+calls (`--merge`). If stock skips a task or fails, the workbench is compared with the untuned build and
+PyTorch only. torch_eager_fp32_ms: the same layers in PyTorch eager fp32 (TF32 off), random weights,
+CUDA events, median of 200 after warm-up (GPU only).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import nullcontext
+from multiprocessing import get_context
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+
+import workbench as wb  # noqa: E402
+from tuning_throughput import TOLERANCE, checkpoint_dbs, parse_config, time_to, warm_intrinsics  # noqa: E402
+from workbench.hardware import TargetSpec, resolve_target  # noqa: E402
+
+AT_S = 300.0  # best_ms_at_300s: seconds after pressing Tune
+OK = ("done", "partial")
+
+
+# -- one run and its checkpoints ------------------------------------------------------------------
+_CACHE: dict = {}
+
+
+def _compile_checkpoint(job: dict) -> str:
+    """Merge a checkpoint's shard databases, floor them by the measured defaults, compile (a pool worker)."""
+    from workbench.models import load_model
+    from workbench.results import compile_with_database, floored_database, merge_databases
+    from workbench.shards import extract_tasks
+
+    key = (job["model"], json.dumps(job["target"]))
+    if key not in _CACHE:
+        target = TargetSpec.from_dict(job["target"]).build()
+        model = load_model(job["model"], job["input_shape"])
+        _CACHE[key] = (model, target, extract_tasks(model.mod, target))
+    model, target, tasks = _CACHE[key]
+    merged = merge_databases(job["shards"], os.path.join(job["dir"], "merged"))
+    best = os.path.join(job["dir"], "best")
+    floored_database(merged.path, best, tasks, target, job["defaults"])
+    return compile_with_database(model.mod, target, best, job["dir"] + ".so")
+
+
+def checkpoint_series(run: wb.Run, stop_s: float | None, n: int, work: str) -> dict:
+    """The floored model at n evenly spaced batch times up to `stop_s` after run start (all: None), timed with
+    the untuned build in one inference process on the whole device."""
+    from workbench.finisher import measured_defaults
+    from workbench.models import load_model
+    from workbench.results import compile_with_database
+    from workbench.sweep import infer_at
+
+    events = run.event_list()
+    t0 = min(e["t"] for e in events if e["kind"] == "run_started")
+    stage = run.spec.slices[0]
+    batches = [e for e in events if e["kind"] == "batch" and e["tuned_at"] == stage
+               and (stop_s is None or e["t"] - t0 <= stop_s)]
+    times_all = sorted({e["t"] for e in batches})
+    picks = sorted({round((len(times_all) - 1) * (i + 1) / n) for i in range(n)}) if times_all else []
+    times = [times_all[i] + 0.01 for i in picks]
+    target = TargetSpec.from_dict(run.plan["target"])
+    model = load_model(run.spec.model, run.spec.input_shape)
+    untuned = run.folder.untuned_lib
+    if not os.path.exists(untuned):  # the run failed before its stage finished
+        untuned = compile_with_database(model.mod, target.build(), None, os.path.join(work, "untuned.so"))
+    defaults = measured_defaults(run.dir, stage)
+    jobs = [{"model": run.spec.model, "input_shape": run.spec.input_shape, "target": target.to_dict(),
+             "shards": dirs, "dir": os.path.join(work, f"cp{i}"), "defaults": defaults}
+            for i, dirs in enumerate(checkpoint_dbs(run, stage, times, work))]
+    workers = max(1, min(len(jobs), (os.cpu_count() or 2) // 2, 8))
+    t_compile = time.time()
+    with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) if workers > 1 else nullcontext() as pool:
+        paths = list((pool.map if pool else map)(_compile_checkpoint, jobs))  # 2 cores: no spawned TVM
+    libs = {"untuned": untuned, **{str(i): p for i, p in enumerate(paths)}}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CUDA_MPS_")}
+    by = {r["name"]: r for r in infer_at(work, 100, libs, model, target, None, env, reference=untuned)}
+
+    def trials_by(t: float) -> int:
+        return sum(max([e["shard_trials_done"] for e in batches if e["shard"] == s and e["t"] <= t], default=0)
+                   for s in {e["shard"] for e in batches})
+
+    cps = [{"t_s": round(t - t0, 1), "trials": trials_by(t), "latency_ms": by[str(i)]["latency_ms_median"],
+            "iqr_ms": by[str(i)]["latency_ms_iqr"], "match": by[str(i)].get("match")} for i, t in enumerate(times)]
+    return {"untuned_ms": by["untuned"]["latency_ms_median"], "untuned_iqr_ms": by["untuned"]["latency_ms_iqr"],
+            "checkpoints": cps, "checkpoint_compile_s": round(time.time() - t_compile, 1)}
+
+
+def run_one(cfg: dict, args: argparse.Namespace, home: str, seed: int, trials: int, stop_s: float | None) -> dict:
+    """Run one config; with `stop_s`, `Run.finish()` that many seconds after its `run_started` event."""
+    spec = wb.TuneSpec(model=args.model, target=args.target, slices=(cfg["slice"],), servers=cfg["servers"],
+                       shards=cfg["shards"], trials=trials, trials_per_batch=args.batch, seed=seed,
+                       cost_model=args.cost_model, measure_timeout_s=args.measure_timeout,
+                       gpus=tuple(range(cfg["gpus"])) if wb.detect_hardware().gpus else None)
+    run = wb.tune(spec, home=home, runner=cfg["runner"], builder=cfg["builder"], first_round=cfg["first_round"])
+    t0, finished_at, deadline = None, None, time.time() + args.run_timeout
+    while stop_s is not None and not run.finished and time.time() < deadline:
+        if t0 is None:
+            t0 = next((e["t"] for e in run.event_list("run_started")), None)
+        if t0 is not None and time.time() >= t0 + stop_s:
+            try:
+                run.finish()
+                finished_at = round(time.time() - t0, 1)
+            except wb.SpecError:
+                pass  # it ended on its own just now
+            break
+        time.sleep(0.1)
+    status = run.wait(timeout=max(1.0, deadline - time.time()))
+    if status not in (*OK, "failed", "stopped"):
+        run.stop()
+    events = run.event_list()
+    t0 = min(e["t"] for e in events if e["kind"] == "run_started")
+    batches = [e for e in events if e["kind"] == "batch" and (stop_s is None or e["t"] - t0 <= stop_s)]
+    res = run.results.to_dict("records")
+    out = {"config": cfg["name"], "run": run.id, "status": status, "message": run.message, "trials_asked": trials,
+           "trials": sum(e.get("batch_size", 0) for e in batches), "stop_s": stop_s, "finish_called_s": finished_at,
+           "wall_s": round(max(e["t"] for e in batches) - t0, 1) if batches else None,
+           "product_final_ms": res[0]["tuned_ms"] if res else None,
+           "skipped_tasks": [{"task": e["task"], "reason": e.get("reason")} for e in events
+                             if e["kind"] == "task_skipped"]}
+    if batches or os.path.exists(run.folder.untuned_lib):
+        out.update(checkpoint_series(run, stop_s, args.checkpoints, os.path.join(home, "checkpoints", run.id)))
+    span = out["span_s"] = stop_s if finished_at is not None else out["wall_s"]
+    cps = out.get("checkpoints") or []
+    at = [c["latency_ms"] for c in cps if c["t_s"] <= AT_S]
+    out["best_ms_at_300s"] = None if span is None or span < AT_S else min(at, default=out.get("untuned_ms"))
+    out["latest_ms"] = cps[-1]["latency_ms"] if cps else out.get("untuned_ms")  # at the stop: the last checkpoint
+    return out
+
+
+# -- PyTorch eager ----------------------------------------------------------------------------------
+def torch_module(name: str):
+    """(torch module, input shape) with the layer shapes of sample model mlp or resnet18 (-small too)."""
+    import torch
+    from torch import nn
+
+    import sample_models
+
+    base, variant = (name[:-6], "small") if name.endswith("-small") else (name, "full")
+    src = sample_models.get(base)
+    shape = tuple(src.INPUT_SHAPES[variant])
+    if base == "mlp":
+        d_in, d_hidden, d_out = src._SIZES[variant]
+        return nn.Sequential(nn.Linear(d_in, d_hidden), nn.ReLU(), nn.Linear(d_hidden, d_out)), shape
+
+    def conv_bn(c_in: int, c_out: int, k: int, stride: int = 1, act: bool = True) -> nn.Module:
+        return nn.Sequential(nn.Conv2d(c_in, c_out, k, stride, k // 2, bias=False), nn.BatchNorm2d(c_out),
+                             *([nn.ReLU()] if act else []))
+
+    class Block(nn.Module):
+        def __init__(self, c_in: int, c_out: int, stride: int) -> None:
+            super().__init__()
+            self.a, self.b = conv_bn(c_in, c_out, 3, stride), conv_bn(c_out, c_out, 3, act=False)
+            self.proj = None if stride == 1 and c_in == c_out else conv_bn(c_in, c_out, 1, stride, act=False)
+
+        def forward(self, x):
+            return torch.relu(self.b(self.a(x)) + (x if self.proj is None else self.proj(x)))
+
+    cfg = src._CONFIGS[variant]
+    k, s, c = cfg.stem
+    layers: list[nn.Module] = [conv_bn(shape[1], c, k, s), nn.MaxPool2d(3, 2, 1)]
+    for c_out, blocks, first in cfg.stages:
+        for i in range(blocks):
+            layers.append(Block(c, c_out, first if i == 0 else 1))
+            c = c_out
+    return nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(c, cfg.classes)), shape
+
+
+def _torch_eager_main(name: str) -> None:
+    """Print {"ms": median} of 200 calls timed with CUDA events after 20 warm-up calls."""
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False  # fp32, not TF32
+    net, shape = torch_module(name)
+    net, x, times = net.cuda().eval(), torch.randn(shape, device="cuda"), []
+    with torch.no_grad():
+        for i in range(220):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            net(x)
+            b.record()
+            b.synchronize()
+            times += [a.elapsed_time(b)] if i >= 20 else []
+    print(json.dumps({"ms": float(np.median(times))}))
+
+
+def torch_eager(name: str, kind: str) -> tuple[float | None, str | None]:
+    """(median ms, None) or (None, why not), timed in a subprocess (torch and TVM never share a process)."""
+    if kind != "cuda":
+        return None, "torch_eager_fp32_ms: timed on a GPU only (target is the CPU)"
+    if (name[:-6] if name.endswith("-small") else name) not in ("mlp", "resnet18"):
+        return None, f"torch_eager_fp32_ms: no PyTorch equivalent of {name} is written in bench/anytime.py"
+    try:
+        p = subprocess.run([sys.executable, os.path.abspath(__file__), "--torch-eager", name], capture_output=True,
+                           text=True, timeout=300)
+        return json.loads(p.stdout.strip().splitlines()[-1])["ms"], None
+    except Exception as err:  # noqa: BLE001 - a note, never a lost benchmark
+        why = (p.stderr if "p" in locals() else str(err)).strip()[-200:]
+        if "No module named 'torch'" in why:
+            return None, "torch_eager_fp32_ms: torch is not importable here"
+        return None, f"torch_eager_fp32_ms: failed ({type(err).__name__}: {why})"
+
+
+# -- ratios and medians -----------------------------------------------------------------------------
+def stock_problem(stock: dict | None) -> str | None:
+    """Why stock cannot be the reference, or None."""
+    if stock is None:
+        return "stock not run (--no-stock)"
+    if stock["status"] not in OK or stock.get("latest_ms") is None or stock.get("wall_s") is None:
+        return f"stock run {stock['status']}: {stock.get('message') or 'no measured batch'}"
+    skipped = stock["skipped_tasks"]
+    return None if not skipped else (
+        f"stock's design space failed for {', '.join(t['task'] for t in skipped)} ({skipped[0]['reason']}): stock "
+        "MetaSchedule's tune_relax aborts on that; compared with the untuned build and PyTorch only")
+
+
+def score_seed(raw: dict) -> None:
+    """Per-seed ratios, written into the raw entries from their own numbers."""
+    stock = raw.get("stock")
+    if stock and not stock_problem(stock):
+        stock["final_ms"] = stock["latest_ms"]
+        stock["time_to_final_s"] = time_to(stock["checkpoints"], stock["final_ms"])
+    for r in raw["configs"].values():
+        r["untuned_speedup"] = None if not r.get("latest_ms") else round(r["untuned_ms"] / r["latest_ms"], 4)
+        if stock and not stock_problem(stock) and r.get("latest_ms") is not None:
+            r["equal_time_latency_ratio"] = round(r["latest_ms"] / stock["final_ms"], 4)
+            t = time_to(r.get("checkpoints"), stock["final_ms"])
+            r["time_to_stock_latency_s"], r["reached_stock_latency"] = t, t is not None
+            r["time_to_stock_latency_ratio"] = 1.0 if t is None else round(t / stock["time_to_final_s"], 4)
+
+
+def med(values: list) -> float | None:
+    """Median of the values given (None left out), to 5 significant digits; None when none is given."""
+    vals = [v for v in values if v is not None]
+    return float(f"{np.median(vals):.5g}") if vals else None
+
+
+def summarize(entry: dict) -> None:
+    """The entry's summary keys from its raw seeds: medians per config, best_config and its medians."""
+    raws = entry["raw"]
+    for raw in raws.values():
+        score_seed(raw)
+    stocks = [r["stock"] for r in raws.values() if r.get("stock")]
+    problems = sorted({p for s in [r.get("stock") for r in raws.values()] if (p := stock_problem(s))})
+    names = list(dict.fromkeys(n for r in raws.values() for n in r["configs"]))
+    per = {}
+    for n in names:
+        rows = [r["configs"][n] for r in raws.values() if n in r["configs"]]
+        keys = ("equal_time_latency_ratio", "time_to_stock_latency_ratio", "best_ms_at_300s", "latest_ms",
+                "untuned_speedup")
+        per[n] = {"seeds": len(rows), **{k: med([r.get(k) for r in rows]) for k in keys},
+                  "reached_stock_latency": sum(bool(r.get("reached_stock_latency")) for r in rows)}
+    rank = "latest_ms" if problems else "equal_time_latency_ratio"
+    ranked = [n for n in names if per[n][rank] is not None]
+    best = min(ranked, key=lambda n: per[n][rank]) if ranked else None
+    notes = [n for n in entry.get("notes", []) if n.startswith("torch_eager")] + problems
+    for seed, raw in sorted(raws.items()):
+        for r in [raw.get("stock"), *raw["configs"].values()]:
+            if r and r.get("best_ms_at_300s") is None and r.get("span_s") is not None:
+                notes.append(f"seed {seed} {r['config']}: best_ms_at_300s null, the run was {r['span_s']} s (< 300 s)")
+            if r and r.get("reached_stock_latency") is False:
+                notes.append(f"seed {seed} {r['config']}: never within 3 % of stock's final by stock's wall; "
+                             "time_to_stock_latency_ratio counts as 1.0")
+    seeds = sorted(int(s) for s in raws)
+    entry.update({"seeds": seeds, "stock_wall_s": med([s.get("wall_s") for s in stocks]),
+                  "stock_final_ms": None if problems else med([s.get("final_ms") for s in stocks]),
+                  "stock_time_to_final_s": None if problems else med([s.get("time_to_final_s") for s in stocks]),
+                  "untuned_ms": med([r.get("untuned_ms") for raw in raws.values()
+                                     for r in [raw.get("stock"), *raw["configs"].values()] if r]),
+                  "torch_eager_fp32_ms": med([r.get("torch_eager_fp32_ms") for r in raws.values()]),
+                  "best_config": best, "stock_best_ms_at_300s": med([s.get("best_ms_at_300s") for s in stocks]),
+                  "stock_problem": problems[0] if problems else None, "per_config": per, "notes": notes,
+                  **{k: per[best][k] if best else None for k in (
+                      "equal_time_latency_ratio", "time_to_stock_latency_ratio", "best_ms_at_300s")}})
+    if problems:  # no stock reference: the workbench against the untuned build and PyTorch
+        entry["equal_time_latency_ratio"] = entry["time_to_stock_latency_ratio"] = None
+        entry["workbench_latest_ms"] = per[best]["latest_ms"] if best else None
+        entry["untuned_speedup"] = per[best]["untuned_speedup"] if best else None
+
+
+def log_line(seed: int, raw: dict) -> str:
+    """The seed's one-line account (printed and kept in the file)."""
+    s = raw.get("stock") or {}
+    parts = [f"seed {seed}: stock {s.get('wall_s')} s -> {s.get('latest_ms')} ms (untuned {s.get('untuned_ms')})"]
+    for n, r in raw["configs"].items():
+        parts.append(f"{n} at {r.get('stop_s')} s -> {r.get('latest_ms')} ms, ratio {r.get('equal_time_latency_ratio')}"
+                     f", time-to-stock {r.get('time_to_stock_latency_s')} s ({r.get('time_to_stock_latency_ratio')})")
+    return "; ".join(parts) + f"; torch {raw.get('torch_eager_fp32_ms')} ms"
+
+
+def write(path: str, doc: dict) -> None:
+    """Write atomically, after every run: a call cut off still leaves the runs before."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path + ".tmp", "w") as f:
+        json.dump(doc, f, indent=1, default=str)
+    os.replace(path + ".tmp", path)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    for flag, kind, default, text in (
+            ("--model", str, "mlp", None), ("--target", str, "auto", "auto, cpu (llvm) or cuda"),
+            ("--stock-trials", int, 64, None), ("--batch", int, 16, "trials per batch, stock and workbench"),
+            ("--budget-factor", int, 50, "workbench budget: this x stock's trials"),
+            ("--configs", str, "1x1@100+batch", "workbench configs (tuning_throughput's KxS@P[+...])"),
+            ("--seeds", str, "0,1,2", None), ("--seed-index-only", int, None, "run only the N-th of --seeds"),
+            ("--wall-s", float, 300.0, "workbench time when there is no stock wall"), ("--checkpoints", int, 6, None),
+            ("--cost-model", str, "xgb", None), ("--measure-timeout", int, 60, None),
+            ("--run-timeout", float, 3000.0, None), ("--home", str, None, "workbench home (default: a temp folder)"),
+            ("--out", str, os.path.join(HERE, "results", "h200_anytime.json"), None)):
+        p.add_argument(flag, type=kind, default=default, help=text)
+    p.add_argument("--part", choices=("both", "stock", "workbench"), default="both",
+                   help="stock or workbench alone (with --merge: the workbench uses the file's stock of its seed)")
+    p.add_argument("--no-stock", action="store_true", help="no stock run (one known to fail); the workbench "
+                                                           "runs --wall-s and is compared with untuned and torch")
+    p.add_argument("--merge", action="store_true", help="add/update these seeds in --out, keep the rest")
+    p.add_argument("--torch-eager", default=None, help=argparse.SUPPRESS)
+    args = p.parse_args()
+    args.target = {"llvm": "cpu"}.get(args.target, args.target)
+    if args.torch_eager:
+        return _torch_eager_main(args.torch_eager)
+
+    import tvm
+
+    hw = wb.detect_hardware()
+    kind = resolve_target(args.target, hw)
+    home = args.home or tempfile.mkdtemp(prefix="wb-anytime-")
+    configs = [parse_config(c.strip()) for c in args.configs.split(",")]
+    if any(c["name"] == "stock" for c in configs):
+        raise SystemExit("--configs lists workbench configs; stock always runs first (--part, --no-stock)")
+    seeds = [int(s) for s in args.seeds.split(",")]
+    if args.seed_index_only is not None:
+        seeds = [seeds[args.seed_index_only]]
+    with open(args.out if args.merge and os.path.exists(args.out) else os.devnull) as f:
+        doc = json.loads(f.read() or '{"models": []}')
+    doc.update({"date": time.strftime("%Y-%m-%d %H:%M"), "machine": hw.describe(hw.default_target),
+                "cores": hw.ncores, "host": platform.node(), "tvm": tvm.__version__, "tolerance": TOLERANCE})
+    if not any(m["model"] == args.model for m in doc["models"]):
+        doc["models"].append({"model": args.model, "raw": {}})
+    entry = next(m for m in doc["models"] if m["model"] == args.model)
+    entry.update({"target": kind, "stock_trials": args.stock_trials, "batch": args.batch,
+                  "workbench_trials": args.budget_factor * args.stock_trials, "checkpoints": args.checkpoints})
+    torch_ms, torch_note = torch_eager(args.model, kind)
+    entry["notes"] = [torch_note] if torch_note else []
+    warmed = warm_intrinsics(kind, home) if args.part != "stock" else None
+    for seed in seeds:
+        raw = entry["raw"].setdefault(str(seed), {"stock": None, "configs": {}})
+        raw["torch_eager_fp32_ms"] = torch_ms if torch_ms is not None else raw.get("torch_eager_fp32_ms")
+        raw["intrinsics_cache_warmed_s"] = warmed
+        if args.no_stock:
+            raw["stock"] = None
+        elif args.part != "workbench":  # a new stock run: the seed's old workbench runs no longer pair with it
+            print(f"--- stock seed {seed}", flush=True)
+            raw["stock"], raw["configs"] = run_one(parse_config("stock"), args, home, seed, args.stock_trials, None), {}
+            summarize(entry)
+            write(args.out, doc)
+        elif raw["stock"] is None:
+            raise SystemExit(f"no stock run of seed {seed} in {args.out}: run --part stock first (with --merge)")
+        stock = raw["stock"]
+        stop_s = stock["wall_s"] if stock and stock.get("wall_s") else args.wall_s
+        for cfg in configs if args.part != "stock" else []:
+            print(f"--- {cfg['name']} seed {seed}, stopped at {stop_s} s", flush=True)
+            trials = args.budget_factor * args.stock_trials
+            raw["configs"][cfg["name"]] = run_one(cfg, args, home, seed, trials, stop_s)
+            summarize(entry)
+            write(args.out, doc)
+        summarize(entry)
+        raw["log"] = log_line(seed, raw)
+        print(raw["log"], flush=True)
+    summarize(entry)
+    write(args.out, doc)
+    print(json.dumps({k: v for k, v in entry.items() if k != "raw"}, indent=1, default=str))
+    print(f"written {args.out}")
+
+
+if __name__ == "__main__":
+    main()
