@@ -72,7 +72,7 @@ def checkpoints(run: wb.Run, n: int, work: str) -> list[dict]:
         libs[str(i)] = compile_with_database(model.mod, tvm_target, best, os.path.join(work, f"cp{i}.so"))
     env = {k: v for k, v in os.environ.items() if not k.startswith("CUDA_MPS_")}
     by = {r["name"]: r for r in infer_at(work, 100, libs, model, target, None, env, reference=libs["untuned"])}
-    rows = [{"t_s": round(times[i] - t0, 1), "trials": sum(max([e["shard_trials_done"] for e in events
+    rows = [{"t_s": round(times[i] - t0, 1), "trials": sum(max([e["shard_trials"] for e in events
              if e["kind"] == "batch" and e["shard"] == s and e["tuned_at"] == stage and e["t"] <= times[i]], default=0)
              for s in {e["shard"] for e in events if e["kind"] == "shard_planned" and e["tuned_at"] == stage}),
              "latency_ms": by[str(i)]["latency_ms_median"], "iqr_ms": by[str(i)]["latency_ms_iqr"],

@@ -120,7 +120,7 @@ def checkpoint_dbs(run: wb.Run, tuned_at: int, times: list[float], out_root: str
     for i, t in enumerate(times):
         shard_dirs = []
         for s in shards:
-            done = [e["shard_trials_done"] for e in events if e["kind"] == "batch" and e["shard"] == s
+            done = [e["shard_trials"] for e in events if e["kind"] == "batch" and e["shard"] == s
                     and e["tuned_at"] == tuned_at and e["t"] <= t]
             n = max(done) if done else 0
             d = os.path.join(out_root, f"cp{i}", f"shard-{s}")
@@ -187,7 +187,7 @@ def run_config(cfg: dict, args, home: str, seed: int) -> dict:
     events = run.event_list()
     t0, t1 = tuning_window(events)
     started = min(e["t"] for e in events if e["kind"] == "run_started")
-    trials = sum(e.get("trials_done", 0) for e in events if e["kind"] == "shard_finished")
+    trials = sum(e.get("shard_trials", 0) for e in events if e["kind"] == "shard_finished")
     sweep = run.sweep
     final = sweep[sweep.inferred_at == 100].iloc[0]
     servers = [e for e in events if e["kind"] == "server_ready"]

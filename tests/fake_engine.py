@@ -1,8 +1,8 @@
 """Hand-made run folders, in the engine's on-disk format, for UI tests that need no tuning.
 
-`make_run(home, ...)` writes spec.json, plan.json, events.jsonl, results.json and optionally sweep.csv
-under <home>/runs/<id>/ so that `workbench.open_run` reads it like a real run. With `live_pid` the run
-looks like it is still running (its 'supervisor' is that process group).
+`make_run(home, ...)` writes spec.json, plan.json, events.jsonl (the engine's event types), results.json and
+optionally sweep.csv under <home>/runs/<id>/ so that `workbench.open_run` reads it like a real run. With
+`live_pid` the run looks like it is still running (its 'supervisor' is that process group).
 """
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ import time
 
 import pandas as pd
 
+from workbench import event_types as ev
+from workbench.events import as_dict
 from workbench.spec import TuneSpec
 
 SWEEP = pd.DataFrame({
@@ -67,34 +69,34 @@ def _shard_tasks(tasks: list[FakeTask], shard: int) -> list[FakeTask]:
 
 
 def _events(t0: float, slices: tuple[int, ...], finished: bool, tasks: list[FakeTask],
-            finish_requested: bool = False) -> list[dict]:
-    ev: list[dict] = [
-        {"t": t0, "kind": "run_started", "source": "supervisor", "run_id": "x", "target": {"kind": "cpu"}, "pid": 1},
-        {"t": t0, "kind": "phase", "source": "supervisor", "phase": "servers"},
-        {"t": t0 + 0.1, "kind": "hardware", "source": "supervisor", "target": "cpu", "device": "CPU, 2 cores",
-         "gpu_note": "no GPU"},
+            finish_requested: bool = False) -> list[ev.Event]:
+    out: list[ev.Event] = [
+        ev.RunStarted(t=t0, source="supervisor", run_id="x", target={"kind": "cpu"}, pid=1),
+        ev.Phase(t=t0, source="supervisor", phase="servers"),
+        ev.HardwareFound(t=t0 + 0.1, source="supervisor", target="cpu", device="CPU, 2 cores", gpu_note="no GPU"),
     ]
     t = t0 + 1
     for stage in slices:
         last = stage == slices[-1]
-        ev.append({"t": t, "kind": "phase", "source": "supervisor", "phase": "tuning", "tuned_at": stage})
-        ev.append({"t": t, "kind": "server_ready", "source": "supervisor", "server": 0, "tuned_at": stage,
-                   "slice_percent": stage, "slice_applied": True, "reason": "1 of 2 cores", "port": 1})
+        out.append(ev.Phase(t=t, source="supervisor", phase="tuning", tuned_at=stage))
+        out.append(ev.ServerReady(t=t, source="supervisor", server=0, tuned_at=stage, slice_percent=stage,
+                                  slice_applied=True, reason="1 of 2 cores", port=1))
         for shard in (0, 1):
             names = [x.name for x in _shard_tasks(tasks, shard)]
-            ev.append({"t": t, "kind": "shard_planned", "source": "supervisor", "shard": shard, "tuned_at": stage,
-                       "tasks": names, "trials_budget": 4 * len(names), "cost": 1.0})
-            ev.append({"t": t, "kind": "shard_started", "source": f"shard{shard}", "shard": shard,
-                       "tuned_at": stage, "pid": 1, "tasks": names, "trials_budget": 4 * len(names)})
+            out.append(ev.ShardPlanned(t=t, source="supervisor", shard=shard, tuned_at=stage, tasks=names,
+                                       shard_trial_budget=4 * len(names), cost=1.0))
+            out.append(ev.ShardStarted(t=t, source=f"shard{shard}", shard=shard, tuned_at=stage, pid=1, tasks=names,
+                                       shard_trial_budget=4 * len(names)))
         for task in tasks:
             if task.skipped:
-                ev.append({"t": t, "kind": "task_skipped", "source": "shard1", "shard": 1, "tuned_at": stage,
-                           "task": task.name, "reason": "no design space: unsupported layout"})
+                out.append(ev.TaskSkipped(t=t, source="shard1", shard=1, tuned_at=stage, task=task.name,
+                                          reason="no design space: unsupported layout"))
         for shard in (0, 1):  # each shard times the default schedules of its share of all tasks
             share = tasks[shard::2]
-            ev.append({"t": t + 0.5, "kind": "defaults", "source": f"shard{shard}", "shard": shard, "tuned_at": stage,
-                       "defaults_us": {x.name: x.default_us for x in share},
-                       "errors": {x.name: "build failed" for x in share if x.default_us is None}, "seconds": 0.4})
+            out.append(ev.DefaultsTimed(t=t + 0.5, source=f"shard{shard}", shard=shard, tuned_at=stage,
+                                        defaults_us={x.name: x.default_us for x in share},
+                                        errors={x.name: "build failed" for x in share if x.default_us is None},
+                                        seconds=0.4))
         done = {0: 0, 1: 0}
         for batch in (1, 2):
             t += 1
@@ -103,37 +105,35 @@ def _events(t0: float, slices: tuple[int, ...], finished: bool, tasks: list[Fake
                 for tid, task in enumerate(mine):
                     best = task.best_us / batch
                     done[shard] += 2
-                    ev.append({"t": t, "kind": "batch", "source": f"shard{shard}", "shard": shard, "tuned_at": stage,
-                               "task": task.name, "task_id": tid, "weight": task.weight, "flop": 1000,
-                               "batch_size": 2, "trials_done": 2 * batch, "trials_budget": 4 * len(mine),
-                               "shard_trials_done": done[shard], "latest_us": [best], "best_us": best,
-                               "best_gflops": 1.0, "build_errors": 0, "run_errors": 0, "est_shard_us": best,
-                               "shard_tasks_measured": tid + 1 if batch == 1 else len(mine),
-                               "shard_tasks": len(mine)})
-            ev.append({"t": t, "kind": "telemetry", "source": "telemetry", "cpu_percent": 90.0 + batch,
-                       "mem_percent": 5.0, "gpus": [], "gpu_note": "CPU target: GPU not sampled"})
+                    out.append(ev.Batch(t=t, source=f"shard{shard}", shard=shard, tuned_at=stage, task=task.name,
+                                        task_id=tid, weight=task.weight, flop=1000, batch_size=2, task_trials=2 * batch,
+                                        shard_trial_budget=4 * len(mine), shard_trials=done[shard], latest_us=[best],
+                                        best_us=best, best_gflops=1.0, build_errors=0, run_errors=0, est_shard_us=best,
+                                        shard_tasks_measured=tid + 1 if batch == 1 else len(mine),
+                                        shard_tasks=len(mine)))
+            out.append(ev.Telemetry(t=t, source="telemetry", cpu_percent=90.0 + batch, mem_percent=5.0, gpus=[],
+                                    gpu_note="CPU target: GPU not sampled"))
         if last and not finished:  # a live run: still tuning its last slice
             if finish_requested:
-                ev.append({"t": t + 0.5, "kind": "finish_requested", "source": "run"})
+                out.append(ev.FinishRequested(t=t + 0.5, source="run"))
             break
         t += 1
         for shard in (0, 1):
-            ev.append({"t": t, "kind": "shard_finished", "source": "supervisor", "shard": shard, "tuned_at": stage,
-                       "exit_code": 0, "trials_done": done[shard]})
-        ev.append({"t": t, "kind": "phase", "source": "supervisor", "phase": "merging", "tuned_at": stage})
+            out.append(ev.ShardFinished(t=t, source="supervisor", shard=shard, tuned_at=stage, exit_code=0,
+                                        shard_trials=done[shard]))
+        out.append(ev.Phase(t=t, source="supervisor", phase="merging", tuned_at=stage))
         kept = [x for x in tasks if x.tuned]
-        ev.append({"t": t, "kind": "compiled", "source": "supervisor", "tuned_at": stage, "path": "tuned.so",
-                   "seconds": 0.5, "tasks_tuned": len(kept), "tasks_total": len(tasks),
-                   "untuned_tasks": [x.name for x in tasks if not x.tuned],
-                   "kept_tuned": [x.name for x in kept if x.kept == "tuned"],
-                   "kept_default": [x.name for x in kept if x.kept == "default"],
-                   "choices": [{"task": x.name, "kept": x.kept, "default_us": x.default_us, "best_us": x.best_us / 2}
-                               for x in kept]})
+        out.append(ev.Compiled(t=t, source="supervisor", tuned_at=stage, path="tuned.so", seconds=0.5,
+                               tasks_tuned=len(kept), tasks_total=len(tasks),
+                               untuned_tasks=[x.name for x in tasks if not x.tuned],
+                               kept_tuned=[x.name for x in kept if x.kept == "tuned"],
+                               kept_default=[x.name for x in kept if x.kept == "default"],
+                               choices=[{"task": x.name, "kept": x.kept, "default_us": x.default_us,
+                                         "best_us": x.best_us / 2} for x in kept]))
         t += 1
     if finished:
-        ev.append({"t": t, "kind": "phase", "source": "supervisor", "phase": "done"})
-        ev.append({"t": t, "kind": "run_finished", "source": "supervisor", "status": "done", "message": ""})
-    return ev
+        out.append(ev.RunFinished(t=t, source="supervisor", status="done", message=""))
+    return out
 
 
 def _plan(tasks: list[FakeTask], spec: TuneSpec) -> dict:
@@ -171,7 +171,7 @@ def make_run(home: str, *, slices: tuple[int, ...] = (50, 100), finished: bool =
     t0 = time.time() - 60
     with open(os.path.join(d, "events.jsonl"), "w") as f:
         for e in _events(t0, slices, finished, task_list, finish_requested):
-            f.write(json.dumps(e) + "\n")
+            f.write(json.dumps(as_dict(e)) + "\n")
     if finished:
         n_kept_default = sum(1 for x in task_list if x.tuned and x.kept == "default")
         results = [{"tuned_at": s, "model": "mlp-small", "target": "cpu", "tuned_ms": 0.002, "untuned_ms": 0.003,

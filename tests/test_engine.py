@@ -47,7 +47,7 @@ def test_event_log_is_complete(finished_run):
     assert 5 <= timed["untuned_repeats"] <= 15 and 5 <= timed["tuned_repeats"] <= 15
     batches = run.event_list("batch")
     for e in batches:
-        for field in ("t", "shard", "task", "trials_done", "trials_budget", "latest_us", "best_us",
+        for field in ("t", "shard", "task", "task_trials", "shard_trial_budget", "latest_us", "best_us",
                       "build_errors", "run_errors", "est_shard_us"):
             assert field in e, field
     progress = run.progress()
@@ -154,7 +154,7 @@ def test_stop_then_resume_keeps_records_and_finishes_budget(tmp_path):
     again = wb.resume(run.id, home=str(tmp_path))
     assert again.wait(timeout=400) == "done", again.message
     started = again.event_list("shard_started")[-1]
-    assert started["trials_resumed"] == kept
+    assert started["shard_trials_resumed"] == kept
     with open(os.path.join(db_dir, "database_tuning_record.json")) as f:
         total = sum(1 for line in f if line.strip())
     assert kept <= total <= spec.trials + spec.trials_per_batch
@@ -172,6 +172,7 @@ def test_views_inside_consistent_read_one_set_of_events(finished_run, tmp_path):
     (a batch landing between progress() and best_curve()) waits for the next refresh."""
     import shutil
 
+    from workbench.event_types import Phase
     from workbench.events import EventWriter
 
     copy = tmp_path / "run"
@@ -179,7 +180,7 @@ def test_views_inside_consistent_read_one_set_of_events(finished_run, tmp_path):
     run = wb.Run(str(copy))
     before = run.event_count
     with run.consistent():
-        EventWriter(str(copy / "events.jsonl"), "test").emit("phase", phase="late")
+        EventWriter(str(copy / "events.jsonl"), "test").emit(Phase(phase="sweeping"))
         assert run.event_count == before and len(run.event_list()) == before and run.status == "done"
     assert run.event_count == before + 1
 

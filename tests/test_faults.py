@@ -221,7 +221,7 @@ def test_full_disk_stops_the_run_cleanly_and_keeps_its_records(small_disk):
     os.remove(filler)  # space again: the run resumes from the records it kept
     again = wb.resume(run.id, home=home)
     assert again.wait(timeout=300) == "done", again.message
-    assert again.event_list("shard_started")[-1]["trials_resumed"] >= kept
+    assert again.event_list("shard_started")[-1]["shard_trials_resumed"] >= kept
     assert again.progress().trials_done.iloc[-1] >= spec.trials
     _assert_nothing_left(again)
 

@@ -26,6 +26,7 @@ from widgets.tasks import plan_line, short_task, sort_tasks, top_tasks
 ROOT = Path(__file__).resolve().parents[1]
 ENGINE_API = {  # what widgets/engine.py may take from the engine
     "workbench": {"cli"}, "workbench.budget": {"describe"}, "workbench.hardware": {"Hardware", "detect"},
+    "workbench.event_types": {"FAILURES"}, "workbench.events": {"describe"},
     "workbench.launch": {"tune"}, "workbench.models": {"ModelInfo", "list_models"},
     "workbench.run": {"Run", "list_runs", "open_run"},
     "workbench.spec": {"COST_MODELS", "DEFAULT_SWEEP", "STRATEGIES", "TARGETS", "Slice", "SpecError", "TuneSpec",
@@ -461,7 +462,7 @@ def test_task_table_of_a_60_task_run(home) -> None:
     with open(os.path.join(p.run.dir, "events.jsonl"), "a") as f:
         f.write(json.dumps({"t": time.time(), "kind": "batch", "source": "shard0", "shard": 0, "tuned_at": 100,
                             "task": first, "task_id": 0, "weight": 1, "flop": 1000, "batch_size": 2,
-                            "trials_done": 6, "trials_budget": 24, "shard_trials_done": 26, "latest_us": [10.0],
+                            "task_trials": 6, "shard_trial_budget": 24, "shard_trials": 26, "latest_us": [10.0],
                             "best_us": 10.0, "best_gflops": 1.0, "build_errors": 0, "run_errors": 0,
                             "est_shard_us": 10.0, "shard_tasks_measured": 6, "shard_tasks": 6}) + "\n")
     p.refresh(force=True)

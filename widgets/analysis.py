@@ -83,14 +83,14 @@ def downsample(df: pd.DataFrame, max_points: int) -> pd.DataFrame:
 def phase_spans(phases: pd.DataFrame, t0: float, now: float) -> list[dict]:
     """Consecutive phase events -> [{'phase', 'label', 'x0', 'x1'}] in seconds since `t0`.
 
-    Each phase lasts until the next one starts; the last one until `now` (or has zero length when it is 'done').
+    Each phase lasts until the next one starts; the last one until `now`.
     """
     if phases is None or not len(phases):
         return []
     rows = phases.sort_values("t", kind="stable").to_dict("records")
     spans = []
     for i, row in enumerate(rows):
-        end = rows[i + 1]["t"] if i + 1 < len(rows) else (row["t"] if row["phase"] == "done" else now)
+        end = rows[i + 1]["t"] if i + 1 < len(rows) else now
         at = row.get("tuned_at")
         has_at = at is not None and not (isinstance(at, float) and math.isnan(at))
         label = f"{row['phase']} {int(at)}%" if has_at else str(row["phase"])

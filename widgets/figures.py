@@ -18,9 +18,8 @@ from .tasks import MAX_TASK_TRACES, short_task
 
 PALETTE = qualitative.Plotly
 TASK_DASHES = ("solid", "dot", "dash", "dashdot", "longdash")
-PHASE_COLORS = {"planning": "#9e9e9e", "servers": "#8d6e63", "tuning": "#42a5f5", "merging": "#ab47bc",
-                "compiling": "#ffa726", "verifying": "#26a69a", "timing": "#66bb6a", "sweeping": "#ec407a",
-                "done": "#9e9e9e"}
+PHASE_COLORS = {"servers": "#8d6e63", "tuning": "#42a5f5", "merging": "#ab47bc", "compiling": "#ffa726",
+                "verifying": "#26a69a", "sweeping": "#ec407a"}  # one per event_types.PHASES
 TELEMETRY_TRACES = ("CPU %", "GPU0 SM %", "GPU0 memory MiB")
 CURVE_TITLE = "Best latency vs trials (log scale)"
 FIG_WIDTH = 900

@@ -28,7 +28,7 @@ from .form import SPEC_FIELDS, TuneForm
 from .progress import ShardBars
 from .panel_actions import ButtonActions
 from .panel_views import ACTIVE, RunViews, persist
-from .tasks import TaskTable, finish_requested, top_tasks, trace_note
+from .tasks import TaskTable, top_tasks, trace_note
 
 MAX_HZ = 4.0
 PERSIST_EVERY_S = 15.0
@@ -342,7 +342,7 @@ class Panel(ButtonActions, RunViews):
         tasks = run.tasks()
         self.task_table.update(tasks)
         self._phase = str(phases.iloc[-1]["phase"]) if len(phases) else ""
-        self._finishing = finish_requested(run)
+        self._finishing = run.finish_requested
         if len(curve) or len(tele):
             self._live_box.layout.display = ""
         n_live = len(self.live_figure.data)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from .analysis import fmt_seconds, recommend_tuning_slice
+from .engine import FAILURES, describe
 from .figures import make_sweep_figure, update_sweep_figure
 from .tasks import plan_html
 
@@ -133,27 +134,14 @@ class RunViews:
                                           f"{html.escape(extra)}</div>")
 
     def _update_errors(self, run: "engine.Run") -> None:
-        errs = run.errors()
+        errs = run.typed_events(*FAILURES)
         if len(errs) == self._errors_seen:
             return
         self._errors_seen = len(errs)
-        if not len(errs):
+        if not errs:
             self._run_errors.value = ""
             return
-        lines = []
-        for rec in errs.tail(5).to_dict("records"):
-            kind = rec.get("kind")
-            if kind == "shard_failed":
-                tail = str(rec.get("log_tail") or "").strip().splitlines()[-1:] or [""]
-                text = f"{rec.get('tuned_at')}% shard {rec.get('shard')} failed (exit {rec.get('exit_code')}): {tail[0]}"
-            elif kind == "server_lost":
-                text = (f"{rec.get('tuned_at')}% {rec.get('server')} died (exit {rec.get('exit_code')}); measuring "
-                        f"goes on on {rec.get('servers_left')} server(s)")
-            elif kind == "task_skipped":
-                text = f"task {rec.get('task')} skipped: {rec.get('reason')}"
-            else:
-                text = f"error in {rec.get('where')}: {rec.get('message')}"
-            lines.append(f"<li>{html.escape(text)}</li>")
+        lines = [f"<li>{html.escape(describe(e))}</li>" for e in errs[-5:]]
         self._run_errors.value = (f"<div style='color:#c62828'><b>{len(errs)} errors/skips</b> (run.errors())"
                                   f"<ul style='margin:0'>{''.join(lines)}</ul></div>")
 

@@ -39,15 +39,6 @@ def short_task(name: str, width: int = TASK_WIDTH) -> str:
     return f"{name[:width - tail - 1]}…{name[-tail:]}"
 
 
-def finish_requested(run: Any) -> bool:
-    """Whether Finish was asked for since the run (or its resume) last started."""
-    asked = run.event_list("finish_requested")
-    if not asked:
-        return False
-    starts = [e["t"] for e in run.event_list() if e["kind"] in ("launched", "run_started")]
-    return not starts or asked[-1]["t"] >= max(starts)
-
-
 # -- the plan line ------------------------------------------------------------------------------------
 
 def plan_line(budget: dict | None, active: bool = True) -> str:

@@ -6,7 +6,10 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
-from .budget import describe
+from . import budget
+from .event_types import (FAILURES, Event, IntrinsicsLoaded, Launched, ShardPlanned, SweepFinished, SweepStarted,
+                          Telemetry, Unknown)
+from .events import describe, parse
 from .procs import ProcessError
 from .spec import SpecError, TuneSpec, cli_options
 from .task_table import SORTS
@@ -90,70 +93,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def format_event(e: dict[str, Any]) -> str | None:
-    k = e["kind"]
-    at = f"[{e['tuned_at']}%] " if e.get("tuned_at") is not None else ""
-    if k == "run_started":
-        return f"run {e['run_id']} started (target {e['target']['kind']})"
-    if k == "hardware":
-        return f"hardware: {e['device']}"
-    if k == "mps":
-        return "MPS daemon started" if e["started"] else f"MPS unavailable: {e['reason']}"
-    if k == "phase":
-        return f"{at}phase: {e['phase']}"
-    if k == "server_ready":
-        got = f"{e['sm_count']} SMs" if e.get("sm_count") else f"cores {e.get('affinity')}" if e.get("affinity") else ""
-        applied = "" if e.get("slice_applied") else f" NOT SLICED ({e.get('reason')})"
-        return f"{at}server {e['server']} ready on {e.get('host', '')}:{e.get('port', '')} {got}{applied}"
-    if k == "shard_started":
-        took = f", started in {e['startup_s']['total']:.1f} s" if e.get("startup_s") else ""
-        return f"{at}shard {e['shard']}: {len(e['tasks'])} tasks, {e['trials_budget']} trials{took}"
-    if k == "defaults":
-        timed = {t: us for t, us in e["defaults_us"].items() if us is not None}
-        slowest = max(timed, key=timed.get, default=None)
-        worst = f", slowest {slowest} {fmt_us(timed[slowest])}" if slowest else ""
-        failed = f", {len(e['errors'])} not timed" if e.get("errors") else ""
-        return f"{at}shard {e['shard']}: default schedules of {len(timed)} tasks timed in {e['seconds']:.1f} s{worst}{failed}"
-    if k == "finish_requested":
-        return "finish requested: tuning ends now; the best records so far are compiled, verified and timed"
-    if k == "stage_skipped":
-        return f"[{e['tuned_at']}%] not tuned: {e['reason']}"
-    if k == "task_skipped":
-        return f"{at}shard {e['shard']}: task {e['task']} skipped: {e['reason']}"
-    if k == "batch":
-        return (f"{at}shard {e['shard']} {e['shard_trials_done']:>4}/{e['trials_budget']} {e['task']}: best "
-                f"{fmt_us(e['best_us'])}, shard estimate {fmt_us(e['est_shard_us'])}"
-                + (f", {e['build_errors']}+{e['run_errors']} errors" if e["build_errors"] or e["run_errors"] else ""))
-    if k == "shard_finished":
-        return f"{at}shard {e['shard']} finished: {e['trials_done']} trials"
-    if k == "server_lost":
-        return f"{at}{e['server']} DIED (exit {e.get('exit_code')}): measuring goes on on {e['servers_left']} server(s)"
-    if k == "intrinsics" and e.get("count"):
-        return f"{at}shard {e['shard']}: {e['count']} tensor intrinsics ({e['source']}, {e['seconds']} s)"
-    if k == "shard_failed":
-        last = (e.get("log_tail") or "").strip().splitlines()[-1:] or [""]
-        return f"{at}shard {e['shard']} FAILED (exit {e['exit_code']}): {last[0]}"
-    if k == "merged":
-        return f"{at}merged {e['records']} records of {e['workloads']} workloads"
-    if k == "compiled":
-        kept = f"; {len(e['kept_default'])} keep their default schedule, which was faster" if e.get("kept_default") else ""
-        return f"{at}compiled: tuned records for {len(e.get('kept_tuned', []))} of {e['tasks_total']} tasks{kept}"
-    if k == "verified":
-        return f"{at}outputs match untuned build: {e['match']} (max abs err {e['max_abs_err']:.2e})"
-    if k == "timed":
-        noise = max(e.get("tuned_iqr_ms") or 0.0, e.get("untuned_iqr_ms") or 0.0)
-        line = (f"{at}latency {e['tuned_ms']:.4g} ms tuned vs {e['untuned_ms']:.4g} ms untuned ({e['speedup']:.2f}x, "
-                f"IQR up to {noise:.2g} ms)")
-        if e.get("verdict") == "slower":
-            return line + ": the tuned build is slower, so the untuned build is kept"
-        return line + (": within noise" if e.get("verdict") == "within noise" else "")
-    if k == "sweep_point":
-        return f"sweep: tuned at {e['tuned_at']}%, inferred at {e['inferred_at']}%: {e['latency_ms_median']:.3f} ms"
-    if k == "error":
-        return f"ERROR in {e['where']}: {e['message']}"
-    if k == "run_finished":
-        return f"run finished: {e['status']}" + (f" ({e['message']})" if e.get("message") else "")
-    return None
+QUIET = (Launched, ShardPlanned, Telemetry, SweepStarted, SweepFinished, Unknown)  # events the CLI does not print
+
+
+def format_event(e: dict[str, Any] | Event) -> str | None:
+    """The progress line of an event (a log line's object or a typed event); None for those not printed."""
+    event = e if isinstance(e, Event) else parse(e)
+    if isinstance(event, QUIET) or (isinstance(event, IntrinsicsLoaded) and not event.count):
+        return None
+    return describe(event)
 
 
 def _follow(run, replay: bool = True) -> int:
@@ -249,7 +197,7 @@ def dispatch(args: argparse.Namespace) -> int:
         t0 = time.time()
         run = start_tune(args, home)
         print(f"planned in {time.time() - t0:.1f} s; run {run.id} in {run.dir}", flush=True)
-        print(f"plan: {describe(run.plan['budget'])}", flush=True)
+        print(f"plan: {budget.describe(run.plan['budget'])}", flush=True)
         return 0 if args.detach else _follow(run)
     run = open_run(args.run, home)
     if args.command == "show":
@@ -262,9 +210,9 @@ def dispatch(args: argparse.Namespace) -> int:
             if len(prog):
                 print("\nshards:\n" + prog[["tuned_at", "shard", "state", "tasks", "trials_done", "trials_budget",
                                             "elapsed_s", "build_errors", "run_errors"]].to_string(index=False))
-            errs = run.errors()
-            if len(errs):
-                print(f"\n{len(errs)} errors/skips; first: {format_event(errs.iloc[0].to_dict())}")
+            errs = run.typed_events(*FAILURES)
+            if errs:
+                print(f"\n{len(errs)} errors/skips; first: {describe(errs[0])}")
         _print_results(run, sort=args.sort, every=args.all_tasks)
         return 0
     if args.command == "stop":

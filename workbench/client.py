@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass
 
 from . import store
+from .event_types import DefaultsTimed, Error, IntrinsicsLoaded, ShardFinished, ShardStarted, TaskSkipped
 from .events import EventWriter
 from .hardware import TargetSpec
 from .options import EngineOptions
@@ -173,14 +174,15 @@ def run(job: ShardJob) -> int:
         startup.mark("tasks")
         missing = [n for n in (*job.tasks, *job.measure) if n not in by_name]
         if missing:
-            events.emit("error", where=f"shard {job.shard}", message=f"tasks not found in the model: {missing}")
+            events.emit(Error(where=f"shard {job.shard}", message=f"tasks not found in the model: {missing}"))
             return 3
         mine = [by_name[n] for n in job.tasks]
         if job.options.builder != "local":  # the stock configuration keeps TVM's own (full) import
             from .intrinsics import load_family
 
-            events.emit("intrinsics", shard=job.shard, tuned_at=job.tuned_at,
-                        **load_family(job.target.kind, store.cache_dir(job.run_dir)))
+            report = load_family(job.target.kind, store.cache_dir(job.run_dir))
+            events.emit(IntrinsicsLoaded(shard=job.shard, tuned_at=job.tuned_at, loaded_from=report.pop("source"),
+                                         **report))
             startup.mark("intrinsics")
         contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
             mine, work_dir=job.work_dir, space="post-order-apply",
@@ -191,32 +193,33 @@ def run(job: ShardJob) -> int:
             try:
                 ctx.generate_design_space()
             except Exception as err:  # noqa: BLE001 - e.g. ScheduleError in a schedule rule
-                events.emit("task_skipped", shard=job.shard, tuned_at=job.tuned_at, task=ctx.task_name,
-                            reason=str(err).strip().splitlines()[-1][:300] if str(err).strip() else type(err).__name__)
+                events.emit(TaskSkipped(shard=job.shard, tuned_at=job.tuned_at, task=ctx.task_name,
+                                        reason=str(err).strip().splitlines()[-1][:300] if str(err).strip()
+                                        else type(err).__name__))
                 continue
             good_ctx.append(ctx)
             good_w.append(w)
         if not good_ctx:
-            events.emit("shard_finished", shard=job.shard, tuned_at=job.tuned_at, trials_done=0, exit_code=0,
-                        note="no tunable task in this shard")
+            events.emit(ShardFinished(shard=job.shard, tuned_at=job.tuned_at, shard_trials=0, exit_code=0,
+                                      note="no tunable task in this shard"))
             return 0
         runner = make_runner(job)
         if job.replica == 0:  # replicas of a task share its default: the first one times it
             own = [by_name[n] for n in job.tasks] + [by_name[n] for n in job.measure]
             for times, seconds in timed(time_defaults(own, target, builder, runner, job.spec.trials_per_batch)):
-                events.emit("defaults", shard=job.shard, tuned_at=job.tuned_at, **defaults_event(times, seconds))
+                events.emit(DefaultsTimed(shard=job.shard, tuned_at=job.tuned_at, **defaults_event(times, seconds)))
         database = ms.database.JSONDatabase(work_dir=job.work_dir)
         done, best = previous_progress(database, good_ctx)
         remaining = max(0, job.trials - sum(done.values()))
         progress = ProgressCallback(events.emit, job.shard, job.tuned_at, job.trials, done, best, builder)
         progress.weights.update({c.task_name: float(w) for c, w in zip(good_ctx, good_w)})
         startup.mark("design_spaces")
-        events.emit("shard_started", shard=job.shard, tuned_at=job.tuned_at, pid=os.getpid(), seed=job.seed,
-                    replica=job.replica, startup_s=startup.phases(),
-                    tasks=[c.task_name for c in good_ctx], trials_budget=job.trials, trials_resumed=sum(done.values()))
+        events.emit(ShardStarted(shard=job.shard, tuned_at=job.tuned_at, pid=os.getpid(), seed=job.seed,
+                                 replica=job.replica, startup_s=startup.phases(), tasks=[c.task_name for c in good_ctx],
+                                 shard_trial_budget=job.trials, shard_trials_resumed=sum(done.values())))
         if remaining == 0:
-            events.emit("shard_finished", shard=job.shard, tuned_at=job.tuned_at, trials_done=sum(done.values()),
-                        exit_code=0, note="budget already spent (resumed)")
+            events.emit(ShardFinished(shard=job.shard, tuned_at=job.tuned_at, shard_trials=sum(done.values()),
+                                      exit_code=0, note="budget already spent (resumed)"))
             return 0
         callbacks = list(ms.measure_callback.MeasureCallback.create("default")) + [progress]
         cost_model = ms.cost_model.CostModel.create(job.spec.cost_model, num_tuning_cores=job.num_threads) \
@@ -232,8 +235,8 @@ def run(job: ShardJob) -> int:
         if hasattr(builder, "shutdown"):
             builder.shutdown()
     phases = {k: round(float(v), 3) for k, v in profiler.get().items()}
-    events.emit("shard_finished", shard=job.shard, tuned_at=job.tuned_at,
-                trials_done=sum(progress.trials.values()), exit_code=0, profile_s=phases)
+    events.emit(ShardFinished(shard=job.shard, tuned_at=job.tuned_at, shard_trials=sum(progress.trials.values()),
+                              exit_code=0, profile_s=phases))
     return 0
 
 

@@ -12,6 +12,7 @@ import sys
 import time
 
 from . import diskspace, store
+from .event_types import FinishRequested, Launched, RunFinished
 from .events import EventWriter
 from .mps import MpsDaemon
 from .procs import group_alive, kill_group, stop_group
@@ -38,7 +39,7 @@ def _record_pid(run_dir: str, role: str, pid: int) -> int:
 def start_supervisor(run_dir: str, resume: bool = False) -> int:
     """Start `python -m workbench.supervisor RUN_DIR` detached; its pid is kept in procs.json."""
     # Marks the (re)start at once, so that a Run opened now does not read an older run_finished as its end.
-    EventWriter(store.RunDir(run_dir).events_file, "launcher").emit("launched", resume=resume)
+    EventWriter(store.RunDir(run_dir).events_file, "launcher").emit(Launched(resume=resume))
     diskspace.reserve_space(run_dir)  # the supervisor frees it at the end: room for its last events on a full disk
     env = dict(os.environ)
     env["PYTHONUNBUFFERED"] = "1"
@@ -81,10 +82,10 @@ def record_stopped(run_dir: str) -> None:
     """The end event of a run whose supervisor was stopped by force before it could write its own."""
     diskspace.release_space(run_dir)  # room for the last event on a full disk
     EventWriter(store.RunDir(run_dir).events_file, "run").emit(
-        "run_finished", status="stopped", message="stopped (supervisor did not finish on its own)")
+        RunFinished(status="stopped", message="stopped (supervisor did not finish on its own)"))
 
 
 def request_finish(run_dir: str, pid: int) -> None:
     """Ask supervisor `pid` to end tuning now and finish the stage with the best records so far."""
-    EventWriter(store.RunDir(run_dir).events_file, "run").emit("finish_requested")
+    EventWriter(store.RunDir(run_dir).events_file, "run").emit(FinishRequested())
     os.kill(pid, signal.SIGUSR1)  # the supervisor alone: it stops its clients and finishes the stage

@@ -1,46 +1,26 @@
-"""The event log: one JSON object per line in runs/<id>/events.jsonl.
+"""The event log: one JSON object per line in runs/<id>/events.jsonl, written and read as typed events.
 
-Written by the supervisor, the tuning clients and the telemetry sampler (each line is one
-O_APPEND write, so writers in several processes do not interleave); read by `Run`.
-
-Every event has `t` (unix seconds), `kind` and `source`. Kinds and their extra fields:
-
-- launched: resume (written by the launcher the moment it starts a supervisor)
-- run_started: spec, run_id, target, pid, resume
-- phase: phase (servers|tuning|merging|compiling|verifying|sweeping), tuned_at
-- hardware: target, device, ncores, gpu_note
-- mps: gpu, started, reason, pipe_dir (one per GPU's MPS control daemon)
-- server_ready: server, tuned_at, slice_percent, slice_applied, reason, sm_count, cores, port
-- shard_planned: shard, tuned_at, tasks, trials_budget, cost, replica
-- defaults: shard, tuned_at, defaults_us ({task: us of its default schedule, or null}), errors, seconds
-- shard_started / shard_finished: shard, tuned_at, pid, startup_s (seconds by start-up phase) | exit_code,
-  trials_done, note
-- shard_failed: shard, tuned_at, exit_code, log_tail
-- server_lost: server, tuned_at, exit_code, servers_left, log_tail (measuring goes on on the others)
-- task_skipped: shard, task, reason (a task whose design space cannot be generated)
-- batch: shard, tuned_at, task, task_id, weight, flop, batch_size, trials_done (the task's),
-  trials_budget (the shard's), shard_trials_done, latest_us (list), best_us, best_gflops,
-  build_errors, run_errors, est_shard_us, shard_tasks_measured, shard_tasks, build_s, build_each_s
-- finish_requested (Run.finish) / stage_skipped: tuned_at, reason (a slice not tuned after a finish)
-- merged: tuned_at, records, workloads, path
-- compiled: tuned_at, tasks_tuned, tasks_total, kept_tuned, kept_default, choices (per task: default_us,
-  best_us, kept) / verified: match, max_abs_err / timed: tuned_ms, untuned_ms, their IQRs, verdict, kept
-- sweep_point: tuned_at, inferred_at, latency_ms_median, latency_ms_iqr, sm_count, slice_applied
-- telemetry: cpu_percent, mem_percent, gpus (list of {index, sm_util, mem_used_mb, ...}), gpu_note
-- error: message, where
-- sweep_started / sweep_finished: slices | status, message (a background sweep)
-- run_finished: status (done|partial|failed|stopped), message
+Every line has `t` (unix seconds), `kind` and `source` (its writer), then the fields of its kind's dataclass
+(workbench/event_types.py, the schema). Written by the supervisor, the tuning clients, the telemetry sampler,
+sweeps and Run (each line is one O_APPEND write, so writers in several processes do not interleave); read by
+`Run` and the finisher. `describe(event)` is the line a person reads of an event.
 """
 from __future__ import annotations
 
+import dataclasses
 import errno
 import json
 import os
 import time
 from typing import Any
 
+from .event_types import (KINDS, Batch, Compiled, DefaultsTimed, Error, Event, FinishRequested, HardwareFound,
+                          IntrinsicsLoaded, Launched, Merged, MpsStatus, Phase, RunFinished, RunStarted, ServerLost,
+                          ServerReady, ShardFailed, ShardFinished, ShardPlanned, ShardStarted, SliceEvent, StageSkipped,
+                          SweepFinished, SweepPoint, SweepStarted, TaskSkipped, Telemetry, Timed, Unknown, Verified)
+from .units import fmt_us
+
 EVENTS_FILE = "events.jsonl"
-TERMINAL = ("done", "partial", "failed", "stopped")
 EVENT_START = b'{"t":'  # every line starts so (see EventWriter.emit)
 
 
@@ -51,17 +31,22 @@ class EventWriter:
         self.path = path
         self.source = source
 
-    def emit(self, kind: str, **fields: Any) -> dict[str, Any]:
-        event = {"t": round(time.time(), 3), "kind": kind, "source": self.source, **fields}
-        line = (json.dumps(event, default=_json_default, separators=(",", ":")) + "\n").encode()
+    def emit(self, event: Event | str, **fields: Any) -> dict[str, Any]:
+        """Append `event`, stamped with the time and this writer's source; returns the line's object."""
+        if isinstance(event, str):  # transitional: emit("kind", **fields), until supervisor.py emits dataclasses
+            event = build(event, fields)
+        elif fields or not event.KIND:
+            raise TypeError(f"emit takes one event of a known kind, not {event!r} with {fields}")
+        record = {**as_dict(event), "t": round(time.time(), 3), "source": self.source}
+        line = (json.dumps(record, default=_json_default, separators=(",", ":")) + "\n").encode()
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:
             written = os.write(fd, line)
         finally:
             os.close(fd)
         if written < len(line):  # only a full disk cuts a regular file's write short
-            raise OSError(errno.ENOSPC, f"No space left on device: event {kind!r} cut short", self.path)
-        return event
+            raise OSError(errno.ENOSPC, f"No space left on device: event {event.kind!r} cut short", self.path)
+        return record
 
 
 def _json_default(value: Any) -> Any:
@@ -73,14 +58,14 @@ def _json_default(value: Any) -> Any:
 
 
 class EventReader:
-    """Reads new complete lines from an event log, remembering its offset."""
+    """Reads the new complete lines of an event log as events, remembering its offset."""
 
     def __init__(self, path: str) -> None:
         self.path = path
         self.offset = 0
         self._partial = b""
 
-    def read_new(self) -> list[dict[str, Any]]:
+    def read_new(self) -> list[Event]:
         try:
             with open(self.path, "rb") as f:
                 f.seek(self.offset)
@@ -94,9 +79,9 @@ class EventReader:
         events = []
         for line in lines:
             if line.strip():
-                event = _decode(line)
-                if event is not None:
-                    events.append(event)
+                record = _decode(line)
+                if record is not None:
+                    events.append(parse(record))
         return events
 
 
@@ -115,3 +100,138 @@ def _decode(line: bytes) -> dict[str, Any] | None:
             start = line.find(EVENT_START, start + 1)
     return None
 
+
+# -- events and their JSON objects ----------------------------------------------------------------------
+
+_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _names(cls: type[Event]) -> tuple[str, ...]:
+    """The class's field names, `t` and `source` first."""
+    names = _NAMES.get(cls)
+    if names is None:
+        names = _NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls))
+    return names
+
+
+def as_dict(event: Event) -> dict[str, Any]:
+    """The event as its log line holds it: t, kind, source, then its fields."""
+    if isinstance(event, Unknown):
+        return dict(event.raw)
+    out = {"t": event.t, "kind": event.KIND, "source": event.source}
+    out.update((name, getattr(event, name)) for name in _names(type(event))[2:])
+    return out
+
+
+def build(kind: str, fields: dict[str, Any]) -> Event:
+    """The event of `kind` from keyword fields (old names mapped); TypeError for an unknown kind or field."""
+    cls = KINDS.get(kind)
+    if cls is None:
+        raise TypeError(f"unknown event kind {kind!r}")
+    return cls(**_renamed(cls, fields))
+
+
+def _renamed(cls: type[Event], fields: dict[str, Any]) -> dict[str, Any]:
+    """`fields` with the class's old names (LEGACY) given today's, where today's is not there already (an old
+    name that is also a field, intrinsics' `source`, keeps its value there too)."""
+    if not any(old in fields for old in cls.LEGACY):
+        return fields
+    out = dict(fields)
+    for old, new in cls.LEGACY.items():
+        if old in fields and new not in fields:
+            out[new] = out.pop(old) if old not in _names(cls) else fields[old]
+    return out
+
+
+def parse(d: dict[str, Any]) -> Event:
+    """The typed event of a log line (a JSON object). Old field names are mapped, fields it does not know are
+    ignored and missing optional ones get their defaults; a line that fits no kind comes back as Unknown."""
+    cls = KINDS.get(d.get("kind"))  # type: ignore[arg-type]
+    if cls is not None:
+        names = _names(cls)
+        try:
+            return cls(**{k: v for k, v in _renamed(cls, d).items() if k in names})
+        except (TypeError, ValueError):
+            pass
+    return Unknown(t=d.get("t", 0.0), source=str(d.get("source", "")), raw=d)
+
+
+# -- the line a person reads ---------------------------------------------------------------------------
+
+def describe(e: Event) -> str:
+    """One line for a person: the CLI's progress lines, the panel's status and error list (failures are worded
+    here only), the bench."""
+    at = f"[{e.tuned_at}%] " if isinstance(e, (SliceEvent, Phase)) and e.tuned_at is not None else ""
+    match e:
+        case Batch():
+            errors = f", {e.build_errors}+{e.run_errors} errors" if e.build_errors or e.run_errors else ""
+            return (f"{at}shard {e.shard} {e.shard_trials:>4}/{e.shard_trial_budget} {e.task}: best "
+                    f"{fmt_us(e.best_us)}, shard estimate {fmt_us(e.est_shard_us)}{errors}")
+        case ShardFailed():
+            last = (e.log_tail or "").strip().splitlines()[-1:] or [""]
+            return f"{at}shard {e.shard} FAILED (exit {e.exit_code}): {last[0]}"
+        case ServerLost():
+            return f"{at}{e.server} DIED (exit {e.exit_code}): measuring goes on on {e.servers_left} server(s)"
+        case TaskSkipped():
+            return f"{at}shard {e.shard}: task {e.task} skipped: {e.reason}"
+        case Error():
+            return f"ERROR in {e.where}: {e.message}"
+        case ServerReady():
+            got = f"{e.sm_count} SMs" if e.sm_count else f"cores {e.affinity}" if e.affinity else ""
+            applied = "" if e.slice_applied else f" NOT SLICED ({e.reason})"
+            return f"{at}server {e.server} ready on {e.host or ''}:{'' if e.port is None else e.port} {got}{applied}"
+        case ShardPlanned():
+            return f"{at}shard {e.shard} planned: {len(e.tasks)} tasks, {e.shard_trial_budget} trials"
+        case ShardStarted():
+            took = f", started in {e.startup_s['total']:.1f} s" if e.startup_s.get("total") is not None else ""
+            return f"{at}shard {e.shard}: {len(e.tasks)} tasks, {e.shard_trial_budget} trials{took}"
+        case ShardFinished():
+            return f"{at}shard {e.shard} finished: {e.shard_trials} trials"
+        case DefaultsTimed():
+            timed = {t: us for t, us in e.defaults_us.items() if us is not None}
+            slowest = max(timed, key=timed.__getitem__, default=None)
+            worst = f", slowest {slowest} {fmt_us(timed[slowest])}" if slowest else ""
+            failed = f", {len(e.errors)} not timed" if e.errors else ""
+            return (f"{at}shard {e.shard}: default schedules of {len(timed)} tasks timed in {e.seconds:.1f} s"
+                    f"{worst}{failed}")
+        case IntrinsicsLoaded():
+            return f"{at}shard {e.shard}: {e.count} tensor intrinsics ({e.loaded_from}, {e.seconds} s)"
+        case Phase():
+            return f"{at}phase: {e.phase}"
+        case StageSkipped():
+            return f"{at}not tuned: {e.reason}"
+        case Merged():
+            return f"{at}merged {e.records} records of {e.workloads} workloads"
+        case Compiled():
+            kept = f"; {len(e.kept_default)} keep their default schedule, which was faster" if e.kept_default else ""
+            return f"{at}compiled: tuned records for {len(e.kept_tuned)} of {e.tasks_total} tasks{kept}"
+        case Verified():
+            err = "n/a" if e.max_abs_err is None else f"{e.max_abs_err:.2e}"
+            return f"{at}outputs match untuned build: {e.match} (max abs err {err})"
+        case Timed():
+            noise = max(e.tuned_iqr_ms or 0.0, e.untuned_iqr_ms or 0.0)
+            line = (f"{at}latency {e.tuned_ms:.4g} ms tuned vs {e.untuned_ms:.4g} ms untuned ({e.speedup:.2f}x, "
+                    f"IQR up to {noise:.2g} ms)")
+            if e.verdict == "slower":
+                return line + ": the tuned build is slower, so the untuned build is kept"
+            return line + (": within noise" if e.verdict == "within noise" else "")
+        case SweepPoint():
+            return f"sweep: tuned at {e.tuned_at}%, inferred at {e.inferred_at}%: {e.latency_ms_median:.3f} ms"
+        case Launched():
+            return "supervisor launched" + (" to resume" if e.resume else "")
+        case RunStarted():
+            return f"run {e.run_id} started (target {e.target.get('kind')})"
+        case HardwareFound():
+            return f"hardware: {e.device}"
+        case MpsStatus():
+            return "MPS daemon started" if e.started else f"MPS unavailable: {e.reason}"
+        case FinishRequested():
+            return "finish requested: tuning ends now; the best records so far are compiled, verified and timed"
+        case Telemetry():
+            return f"telemetry: CPU {e.cpu_percent:.0f} %, memory {e.mem_percent:.0f} %"
+        case SweepStarted():
+            return f"sweep started: slices {', '.join(map(str, e.slices))}"
+        case SweepFinished() | RunFinished():
+            what = "sweep" if isinstance(e, SweepFinished) else "run"
+            return f"{what} finished: {e.status}" + (f" ({e.message})" if e.message else "")
+    return f"{e.kind} event"

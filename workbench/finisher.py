@@ -7,6 +7,7 @@ import shutil
 import time
 
 from . import diskspace, store
+from .event_types import Compiled, DefaultsTimed, Merged, Timed, Verified
 from .events import EventReader, EventWriter
 from .hardware import TargetSpec
 from .shards import Shard
@@ -23,8 +24,8 @@ def measured_defaults(run_dir: str, tuned_at: int) -> dict[str, float | None]:
     """Each task's default-schedule time (us) as the stage's clients measured it (the latest wins)."""
     out: dict[str, float | None] = {}
     for e in EventReader(store.RunDir(run_dir).events_file).read_new():
-        if e["kind"] == "defaults" and e.get("tuned_at") == tuned_at:
-            out.update(e["defaults_us"])
+        if isinstance(e, DefaultsTimed) and e.tuned_at == tuned_at:
+            out.update(e.defaults_us)
     return out
 
 
@@ -50,7 +51,7 @@ def finish_stage(run_dir: str, spec: TuneSpec, target: TargetSpec, tuned_at: int
     folder = store.RunDir(run_dir)
     phase("merging", tuned_at=tuned_at)
     merged = merge_databases([folder.shard_db(tuned_at, s.index) for s in shards], folder.merged_db(tuned_at))
-    events.emit("merged", tuned_at=tuned_at, records=merged.records, workloads=merged.workloads, path=merged.path)
+    events.emit(Merged(tuned_at=tuned_at, records=merged.records, workloads=merged.workloads, path=merged.path))
     phase("compiling", tuned_at=tuned_at)
     model = load_model(spec.model, spec.input_shape)
     tvm_target = target.build()
@@ -64,27 +65,27 @@ def finish_stage(run_dir: str, spec: TuneSpec, target: TargetSpec, tuned_at: int
         compile_with_database(model.mod, tvm_target, None, untuned_path)
     kept_tuned = [c.task for c in choices if c.kept == "tuned"]
     kept_default = [c.task for c in choices if c.kept == "default" and c.best_us is not None]
-    events.emit("compiled", tuned_at=tuned_at, path=tuned, seconds=round(time.time() - t0, 2),
-                tasks_tuned=sum(c.best_us is not None for c in choices), tasks_total=len(choices),
-                untuned_tasks=[c.task for c in choices if c.best_us is None], kept_tuned=kept_tuned,
-                kept_default=kept_default, choices=[c.to_dict() for c in choices])
+    events.emit(Compiled(tuned_at=tuned_at, path=tuned, seconds=round(time.time() - t0, 2),
+                         tasks_tuned=sum(c.best_us is not None for c in choices), tasks_total=len(choices),
+                         untuned_tasks=[c.task for c in choices if c.best_us is None], kept_tuned=kept_tuned,
+                         kept_default=kept_default, choices=[c.to_dict() for c in choices]))
     phase("verifying", tuned_at=tuned_at)
     rows = infer_at(run_dir, tuned_at, {"tuned": tuned, "untuned": untuned_path}, model, target, host, env,
                     reference=untuned_path)
     by = {r["name"]: r for r in rows}
     t, u = by["tuned"], by["untuned"]
-    events.emit("verified", tuned_at=tuned_at, match=t.get("match"), max_abs_err=t.get("max_abs_err"),
-                rel_err=t.get("rel_err"), finite=t.get("finite"))
+    events.emit(Verified(tuned_at=tuned_at, match=t.get("match"), max_abs_err=t.get("max_abs_err"),
+                         rel_err=t.get("rel_err"), finite=t.get("finite")))
     said = verdict(t["latency_ms_median"], t["latency_ms_iqr"], u["latency_ms_median"], u["latency_ms_iqr"])
     kept = "tuned"
     if said == "slower":  # never ship a model slower than the default build: the stage keeps the untuned one
         store.write_atomic(tuned, lambda tmp: shutil.copyfile(untuned_path, tmp))
         kept = "untuned"
-    events.emit("timed", tuned_at=tuned_at, tuned_ms=t["latency_ms_median"], tuned_iqr_ms=t["latency_ms_iqr"],
-                untuned_ms=u["latency_ms_median"], untuned_iqr_ms=u["latency_ms_iqr"],
-                speedup=u["latency_ms_median"] / t["latency_ms_median"], verdict=said, kept=kept,
-                sm_count=t.get("sm_count"), records=merged.records, tuned_repeats=t.get("repeats"),
-                untuned_repeats=u.get("repeats"))
+    events.emit(Timed(tuned_at=tuned_at, tuned_ms=t["latency_ms_median"], tuned_iqr_ms=t["latency_ms_iqr"],
+                      untuned_ms=u["latency_ms_median"], untuned_iqr_ms=u["latency_ms_iqr"],
+                      speedup=u["latency_ms_median"] / t["latency_ms_median"], verdict=said, kept=kept,
+                      sm_count=t.get("sm_count"), records=merged.records, tuned_repeats=t.get("repeats"),
+                      untuned_repeats=u.get("repeats")))
     row = {"tuned_at": tuned_at, "model": spec.model, "target": target.kind,
            "tuned_ms": t["latency_ms_median"], "tuned_iqr_ms": t["latency_ms_iqr"],
            "untuned_ms": u["latency_ms_median"], "untuned_iqr_ms": u["latency_ms_iqr"],

@@ -14,7 +14,9 @@ from typing import Any
 import pandas as pd
 
 from . import store
-from .events import TERMINAL, EventReader
+from .event_types import (FAILURES, TERMINAL, Batch, Event, FinishRequested, Launched, Phase, RunFinished, RunStarted,
+                          ServerReady, ShardFailed, ShardFinished, ShardPlanned, ShardStarted, SweepPoint, Telemetry)
+from .events import EventReader, as_dict
 from .procs import group_alive
 from .spec import SpecError, TuneSpec
 
@@ -30,14 +32,14 @@ class Run:
         self.spec = TuneSpec.from_dict(spec)
         self._reader = EventReader(self.folder.events_file)
         self._held = 0  # > 0 inside consistent(): tables do not read new events
-        self._events: list[dict[str, Any]] = []
+        self._events: list[Event] = []
 
     # -- events ----------------------------------------------------------------------------------
     @property
     def plan(self) -> dict:
         return self.folder.read_plan()
 
-    def poll_events(self) -> list[dict[str, Any]]:
+    def poll_events(self) -> list[Event]:
         """Events appended since the last call (all of them on the first call)."""
         new = self._reader.read_new()
         self._events.extend(new)
@@ -63,29 +65,34 @@ class Run:
         if not self._held:
             self.poll_events()
 
-    def _all(self, kind: str | None = None) -> list[dict[str, Any]]:
+    def _all(self, *types: type[Event]) -> list[Any]:
         self._poll()
-        return self._events if kind is None else [e for e in self._events if e["kind"] == kind]
+        return self._events if not types else [e for e in self._events if isinstance(e, types)]
+
+    def typed_events(self, *types: type[Event]) -> list[Any]:
+        """The events so far (of these event_types classes, or all), as dataclasses."""
+        return list(self._all(*types))
 
     @property
     def events(self) -> pd.DataFrame:
-        return pd.DataFrame(self._all())
+        return pd.DataFrame([as_dict(e) for e in self._all()])
 
     def event_list(self, kind: str | None = None) -> list[dict[str, Any]]:
-        """All events so far as plain dicts (optionally of one kind)."""
-        return list(self._all(kind))
+        """All events so far as plain dicts, in today's field names (optionally of one kind)."""
+        return [as_dict(e) for e in self._all() if kind is None or e.kind == kind]
 
     def follow(self, timeout: float | None = None, poll: float = 0.25) -> Iterator[dict[str, Any]]:
-        """Yield events as they arrive, from the start, until the run finishes (or `timeout`)."""
+        """Yield events (plain dicts, as `event_list`) as they arrive, from the start, until the run finishes
+        (or `timeout`)."""
         for event in list(self._all()):
-            yield event
+            yield as_dict(event)
         deadline = None if timeout is None else time.monotonic() + timeout
         while not self._finished_event():
             new = self.poll_events()
-            yield from new
+            yield from map(as_dict, new)
             if not new:
                 if not self.supervisor_alive():
-                    yield from self.poll_events()
+                    yield from map(as_dict, self.poll_events())
                     return
                 if deadline is not None and time.monotonic() > deadline:
                     return
@@ -97,12 +104,19 @@ class Run:
         return self.status
 
     # -- state -----------------------------------------------------------------------------------
-    def _finished_event(self) -> dict | None:
-        done = [e for e in self._events if e["kind"] == "run_finished"]
-        started = [e for e in self._events if e["kind"] in ("launched", "run_started")]
-        if done and (not started or done[-1]["t"] >= started[-1]["t"]):
+    def _finished_event(self) -> RunFinished | None:
+        done = [e for e in self._events if isinstance(e, RunFinished)]
+        started = [e for e in self._events if isinstance(e, (Launched, RunStarted))]
+        if done and (not started or done[-1].t >= started[-1].t):
             return done[-1]
         return None
+
+    @property
+    def finish_requested(self) -> bool:
+        """Whether Finish was asked for since the run (or its resume) last started."""
+        asked = self._all(FinishRequested)
+        starts = self._all(Launched, RunStarted)
+        return bool(asked) and (not starts or asked[-1].t >= max(e.t for e in starts))
 
     def _procs(self) -> dict:
         return self.folder.procs()
@@ -117,14 +131,14 @@ class Run:
         self._poll()
         fin = self._finished_event()
         if fin is not None:
-            return fin["status"]
+            return fin.status
         if not self._procs():
             return "starting"
         if self.supervisor_alive():
             return "running"
         self.poll_events()  # it may have finished since the events were read (inside consistent())
         fin = self._finished_event()
-        return fin["status"] if fin is not None else "crashed"
+        return fin.status if fin is not None else "crashed"
 
     @property
     def finished(self) -> bool:
@@ -133,7 +147,7 @@ class Run:
     @property
     def message(self) -> str:
         fin = self._finished_event()
-        return fin.get("message", "") if fin else ""
+        return fin.message if fin else ""
 
     @property
     def sweeping(self) -> bool:
@@ -182,31 +196,29 @@ class Run:
     def progress(self) -> pd.DataFrame:
         """One row per (tuned_at, shard): trials done and budgeted, best estimate, state, ETA."""
         rows: dict[tuple[int, int], dict[str, Any]] = {}
-        for e in self._all():
-            kind = e["kind"]
-            if kind not in ("shard_planned", "shard_started", "batch", "shard_finished", "shard_failed"):
-                continue
-            key = (e["tuned_at"], e["shard"])
+        for e in self._all(ShardPlanned, ShardStarted, Batch, ShardFinished, ShardFailed):
+            key = (e.tuned_at, e.shard)
             row = rows.setdefault(key, {"tuned_at": key[0], "shard": key[1], "state": "planned", "trials_done": 0,
-                                        "trials_budget": e.get("trials_budget", 0), "tasks": 0, "t_start": None,
-                                        "t_last": None, "est_shard_us": None, "build_errors": 0, "run_errors": 0})
-            if kind == "shard_planned":
-                row["tasks"] = len(e["tasks"])
-                row["trials_budget"] = e["trials_budget"]
-            elif kind == "shard_started":
-                row["state"], row["t_start"] = "running", e["t"]
-                row["trials_done"] = max(row["trials_done"], e.get("trials_resumed", 0))
-            elif kind == "batch":
-                row["trials_done"] = e["shard_trials_done"]
-                row["t_last"] = e["t"]
-                row["est_shard_us"] = e["est_shard_us"]
-                row.setdefault("_errs", {})[e["task"]] = (e["build_errors"], e["run_errors"])
-            elif kind == "shard_finished":
+                                        "trials_budget": getattr(e, "shard_trial_budget", 0), "tasks": 0,
+                                        "t_start": None, "t_last": None, "est_shard_us": None, "build_errors": 0,
+                                        "run_errors": 0})
+            if isinstance(e, ShardPlanned):
+                row["tasks"] = len(e.tasks)
+                row["trials_budget"] = e.shard_trial_budget
+            elif isinstance(e, ShardStarted):
+                row["state"], row["t_start"] = "running", e.t
+                row["trials_done"] = max(row["trials_done"], e.shard_trials_resumed)
+            elif isinstance(e, Batch):
+                row["trials_done"] = e.shard_trials
+                row["t_last"] = e.t
+                row["est_shard_us"] = e.est_shard_us
+                row.setdefault("_errs", {})[e.task] = (e.build_errors, e.run_errors)
+            elif isinstance(e, ShardFinished):
                 row["state"] = "finished"
-                row["trials_done"] = max(row["trials_done"], e.get("trials_done", 0))
-            elif kind == "shard_failed":
+                row["trials_done"] = max(row["trials_done"], e.shard_trials)
+            else:
                 row["state"] = "failed"
-                row["error"] = e.get("log_tail", "")[-500:]
+                row["error"] = e.log_tail[-500:]
         now = time.time()
         out = []
         for row in rows.values():
@@ -232,18 +244,18 @@ class Run:
         weight: dict[tuple[int, str], float] = {}
         trials: dict[tuple[int, int], int] = {}
         planned: dict[int, set[int]] = {}
-        for e in self._all("shard_planned"):
-            planned.setdefault(e["tuned_at"], set()).add(e["shard"])
+        for e in self._all(ShardPlanned):
+            planned.setdefault(e.tuned_at, set()).add(e.shard)
         rows = []
-        for e in self._all("batch"):
-            stage, task = e["tuned_at"], (e["tuned_at"], e["task"])
-            if e["best_us"] is not None:
-                best[task] = min(e["best_us"], best.get(task, e["best_us"]))
-                weight[task] = e.get("weight", 1.0)
-            trials[(stage, e["shard"])] = e["shard_trials_done"]
+        for e in self._all(Batch):
+            stage, task = e.tuned_at, (e.tuned_at, e.task)
+            if e.best_us is not None:
+                best[task] = min(e.best_us, best.get(task, e.best_us))
+                weight[task] = e.weight
+            trials[(stage, e.shard)] = e.shard_trials
             reported = {k[1] for k in trials if k[0] == stage}
-            rows.append({"t": e["t"], "tuned_at": stage, "shard": e["shard"], "task": e["task"],
-                         "task_trials": e["trials_done"], "best_us": e["best_us"],
+            rows.append({"t": e.t, "tuned_at": stage, "shard": e.shard, "task": e.task,
+                         "task_trials": e.task_trials, "best_us": e.best_us,
                          "trials": sum(v for k, v in trials.items() if k[0] == stage),
                          "est_model_us": round(sum(weight[k] * v for k, v in best.items() if k[0] == stage), 3),
                          "shards_reported": len(reported),
@@ -252,25 +264,22 @@ class Run:
 
     def telemetry(self) -> pd.DataFrame:
         rows = []
-        for e in self._all("telemetry"):
-            row = {"t": e["t"], "cpu_percent": e["cpu_percent"], "mem_percent": e["mem_percent"],
-                   "gpu_note": e.get("gpu_note", "")}
-            for g in e.get("gpus", []):
+        for e in self._all(Telemetry):
+            row = {"t": e.t, "cpu_percent": e.cpu_percent, "mem_percent": e.mem_percent, "gpu_note": e.gpu_note}
+            for g in e.gpus:
                 row[f"gpu{g['index']}_sm_util"] = g.get("sm_util")
                 row[f"gpu{g['index']}_mem_used_mb"] = g.get("mem_used_mb")
             rows.append(row)
         return pd.DataFrame(rows)
 
     def phases(self) -> pd.DataFrame:
-        return pd.DataFrame([{"t": e["t"], "phase": e["phase"], "tuned_at": e.get("tuned_at")}
-                             for e in self._all("phase")])
+        return pd.DataFrame([{"t": e.t, "phase": e.phase, "tuned_at": e.tuned_at} for e in self._all(Phase)])
 
     def servers(self) -> pd.DataFrame:
-        return pd.DataFrame(self._all("server_ready"))
+        return pd.DataFrame([as_dict(e) for e in self._all(ServerReady)])
 
     def errors(self) -> pd.DataFrame:
-        kinds = ("error", "shard_failed", "server_lost", "task_skipped")
-        return pd.DataFrame([e for e in self._all() if e["kind"] in kinds])
+        return pd.DataFrame([as_dict(e) for e in self._all(*FAILURES)])
 
     @property
     def results(self) -> pd.DataFrame:
@@ -281,7 +290,7 @@ class Run:
         """Latency per (tuned_at, inferred_at) from the sweep_point events, live; the latest point wins."""
         cols = ["model", "tuned_at", "inferred_at", "latency_ms_median", "latency_ms_iqr", "sm_count", "cores",
                 "slice_applied", "slicing", "reason"]
-        points = [{c: e.get(c) for c in cols} for e in self._all("sweep_point")]
+        points = [{c: getattr(e, c) for c in cols} for e in self._all(SweepPoint)]
         if not points:  # a folder written without sweep events: its sweep.csv, if any
             path = self.folder.file(store.SWEEP_FILE)
             return pd.read_csv(path) if os.path.exists(path) else pd.DataFrame(columns=cols)
@@ -307,14 +316,14 @@ class Run:
         return paths
 
     def summary(self) -> dict[str, Any]:
-        started = self._all("run_started")
+        started = self._all(RunStarted)
         fin = self._finished_event()
         return {"id": self.id, "model": self.spec.model, "target": self.plan.get("target", {}).get("kind"),
                 "slices": ",".join(map(str, self.spec.slices)), "servers": self.spec.servers,
                 "shards": self.spec.shards, "trials": (self.plan.get("budget") or {}).get("trials", self.spec.trials),
                 "status": self.status,
-                "started": pd.Timestamp.fromtimestamp(int(started[0]["t"])) if started else None,  # local, as run ids
-                "wall_s": round(fin["t"] - started[0]["t"], 1) if fin and started else None}
+                "started": pd.Timestamp.fromtimestamp(int(started[0].t)) if started else None,  # local, as run ids
+                "wall_s": round(fin.t - started[0].t, 1) if fin and started else None}
 
     def __repr__(self) -> str:
         return f"<Run {self.id} {self.spec.model} status={self.status}>"

@@ -9,6 +9,7 @@ from collections.abc import Callable
 import pandas as pd
 
 from . import store
+from .event_types import Error, MpsStatus, SweepFinished, SweepPoint, SweepStarted
 from .events import EventWriter
 from .hardware import TargetSpec, detect
 from .mps import start_daemons
@@ -97,7 +98,7 @@ def sweep_run(run_dir: str, slices: list[int], host: SliceHost | None = None, ev
         if target.kind == "cuda" and any(p < 100 for p in slices):
             uuids = {g: info.uuid for g, info in enumerate(detect().gpus) if g == gpus[0]}
             own_daemons = start_daemons({gpus[0]: folder.mps_root(gpus[0], "sweep")}, uuids, lambda gpu, d: events.emit(
-                "mps", gpu=gpu, started=d.started, reason=d.reason, pipe_dir=d.pipe_dir))
+                MpsStatus(gpu=gpu, started=d.started, reason=d.reason, pipe_dir=d.pipe_dir)))
         host = SliceHost(target.kind, tuple(sorted(os.sched_getaffinity(0))), gpus, own_daemons,
                          pinned_mem_mb=spec.pinned_mem_mb)
     model = load_model(spec.model, spec.input_shape)
@@ -117,7 +118,7 @@ def sweep_run(run_dir: str, slices: list[int], host: SliceHost | None = None, ev
                        "sm_count": r.get("sm_count"), "cores": r.get("cores"),
                        "slice_applied": r["slice_applied"], "slicing": r["slicing"], "reason": r["reason"]}
                 rows.append(row)
-                events.emit("sweep_point", **row)
+                events.emit(SweepPoint(**row))
     finally:
         for daemon in own_daemons.values():
             daemon.stop()
@@ -147,7 +148,7 @@ def main(argv: list[str] | None = None) -> None:
     events = EventWriter(store.RunDir(run_dir).events_file, "sweep")
     stop = {"flag": False}
     signal.signal(signal.SIGTERM, lambda *_: stop.update(flag=True))
-    events.emit("sweep_started", slices=slices, pid=os.getpid())
+    events.emit(SweepStarted(slices=slices, pid=os.getpid()))
     status, message = "done", ""
     try:
         sweep_run(run_dir, slices, events=events, should_stop=lambda: stop["flag"])
@@ -155,8 +156,8 @@ def main(argv: list[str] | None = None) -> None:
             status = "stopped"
     except Exception as err:  # noqa: BLE001 - becomes an event
         status, message = "failed", f"{type(err).__name__}: {err}"
-        events.emit("error", where="sweep", message=message, traceback=traceback.format_exc()[-2000:])
-    events.emit("sweep_finished", status=status, message=message)
+        events.emit(Error(where="sweep", message=message, traceback=traceback.format_exc()[-2000:]))
+    events.emit(SweepFinished(status=status, message=message))
     sys.exit(0 if status != "failed" else 1)
 
 

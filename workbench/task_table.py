@@ -7,16 +7,18 @@ from typing import Any
 
 import pandas as pd
 
+from .event_types import Batch, Compiled, DefaultsTimed, Event, ShardPlanned, TaskSkipped
+
 COLUMNS = ["tuned_at", "task", "state", "weight", "share", "default_us", "best_us", "trials", "kept", "reason"]
 SORTS = {"share": False, "default_us": False, "best_us": False, "trials": False, "state": True, "task": True}
 
 
-def task_table(plan: dict, events: list[dict[str, Any]], slices: tuple[int, ...]) -> pd.DataFrame:
+def task_table(plan: dict, events: list[Event], slices: tuple[int, ...]) -> pd.DataFrame:
     """One row per (tuning slice, task), costliest share first; see `Run.tasks`."""
     tasks = plan.get("tasks") or []
     if not tasks:
         return pd.DataFrame(columns=COLUMNS)
-    stages = sorted({e["tuned_at"] for e in events if e["kind"] == "shard_planned"}) or list(slices[:1])
+    stages = sorted({e.tuned_at for e in events if isinstance(e, ShardPlanned)}) or list(slices[:1])
     per: dict[tuple[int, str], dict[str, Any]] = {}
     for stage in stages:
         for t in tasks:
@@ -27,25 +29,25 @@ def task_table(plan: dict, events: list[dict[str, Any]], slices: tuple[int, ...]
                 "kept": None, "reason": "outside the budget: keeps its default schedule" if out else ""}
     trials: dict[tuple[int, str, int], int] = {}
     for e in events:
-        kind, key = e["kind"], (e.get("tuned_at"), e.get("task"))
-        if kind == "defaults":
-            for name, us in e["defaults_us"].items():
-                row = per.get((e["tuned_at"], name))
+        key = (e.tuned_at, e.task) if isinstance(e, (Batch, TaskSkipped)) else None
+        if isinstance(e, DefaultsTimed):
+            for name, us in e.defaults_us.items():
+                row = per.get((e.tuned_at, name))
                 if row is not None and us is not None:
                     row["default_us"] = us
-                elif row is not None and e.get("errors", {}).get(name):
-                    row["reason"] = row["reason"] or f"default not timed: {e['errors'][name]}"
-        elif kind == "batch" and key in per:
+                elif row is not None and e.errors.get(name):
+                    row["reason"] = row["reason"] or f"default not timed: {e.errors[name]}"
+        elif isinstance(e, Batch) and key in per:
             row = per[key]
-            if e.get("best_us") is not None:
-                row["best_us"] = e["best_us"] if math.isnan(row["best_us"]) else min(row["best_us"], e["best_us"])
-            trials[(*key, e["shard"])] = e["trials_done"]
+            if e.best_us is not None:
+                row["best_us"] = e.best_us if math.isnan(row["best_us"]) else min(row["best_us"], e.best_us)
+            trials[(*key, e.shard)] = e.task_trials
             row["state"] = "tuning"
-        elif kind == "task_skipped" and key in per:
-            per[key].update(state="skipped", reason=e["reason"])
-        elif kind == "compiled":
-            for c in e.get("choices", []):
-                row = per.get((e["tuned_at"], c["task"]))
+        elif isinstance(e, TaskSkipped) and key in per:
+            per[key].update(state="skipped", reason=e.reason)
+        elif isinstance(e, Compiled):
+            for c in e.choices:
+                row = per.get((e.tuned_at, c["task"]))
                 if row is None:
                     continue
                 row["kept"] = c["kept"]

@@ -12,6 +12,8 @@ from typing import Any
 
 import psutil
 
+from .event_types import Telemetry
+
 
 class GpuProbe:
     def __init__(self, indices: list[int] | None = None) -> None:
@@ -82,7 +84,7 @@ class GpuProbe:
 class Sampler:
     """Background thread; `stop()` joins it within one interval."""
 
-    def __init__(self, emit: Callable[..., object], interval: float = 1.0, gpu: bool = True,
+    def __init__(self, emit: Callable[[Telemetry], object], interval: float = 1.0, gpu: bool = True,
                  gpu_indices: list[int] | None = None, cores: list[int] | None = None) -> None:
         """Samples the given cores' mean load (all when None) and, with `gpu`, those NVML GPUs."""
         self.emit = emit
@@ -114,7 +116,7 @@ class Sampler:
                     event["gpu_note"] = probe.note
                 else:
                     event["gpus"], event["gpu_note"] = [], "CPU target: GPU not sampled"
-                self.emit("telemetry", **event)
+                self.emit(Telemetry(**event))
         finally:
             if probe is not None:
                 probe.close()

@@ -27,6 +27,8 @@ from tvm.s_tir.meta_schedule.runner import PyRunner
 from tvm.s_tir.meta_schedule.search_strategy import PySearchStrategy
 from tvm.support.popen_pool import PopenPoolExecutor
 
+from .event_types import Batch
+
 
 def export_so(rt_mod) -> str:
     """Export a built candidate as a linked shared library (no linking needed where it is loaded)."""
@@ -282,14 +284,14 @@ def _costs(builder_results, runner_results) -> tuple[list[float | None], int, in
 class ProgressCallback(ms.measure_callback.PyMeasureCallback):
     """Emits one `batch` event per measured batch (after the defaults committed it to the database)."""
 
-    def __init__(self, emit: Callable[..., object], shard: int, tuned_at: int, trials_budget: int,
+    def __init__(self, emit: Callable[[Batch], object], shard: int, tuned_at: int, shard_trial_budget: int,
                  trials_offset: dict[str, int] | None = None, best_offset: dict[str, float] | None = None,
                  builder: object | None = None) -> None:
         self.emit = emit
         self.builder = builder  # a PersistentBuilder's timings of the batch go into its event
         self.shard = shard
         self.tuned_at = tuned_at
-        self.trials_budget = trials_budget
+        self.shard_trial_budget = shard_trial_budget
         self.trials: dict[str, int] = dict(trials_offset or {})
         self.best: dict[str, float] = dict(best_offset or {})
         self.weights: dict[str, float] = {}
@@ -310,14 +312,15 @@ class ProgressCallback(ms.measure_callback.PyMeasureCallback):
         self.run_errors[name] = self.run_errors.get(name, 0) + run_err
         best = self.best.get(name)
         est = sum(self.weights.get(n, 1.0) * b for n, b in self.best.items())
-        self.emit("batch", shard=self.shard, tuned_at=self.tuned_at, task=name, task_id=int(task_id),
-                  weight=self.weights[name], flop=flop, batch_size=len(measure_candidates),
-                  trials_done=self.trials[name], trials_budget=self.trials_budget,
-                  shard_trials_done=sum(self.trials.values()),
-                  latest_us=[None if c is None else round(c * 1e6, 3) for c in costs],
-                  best_us=None if best is None else round(best * 1e6, 3),
-                  best_gflops=None if not best else round(flop / best / 1e9, 3),
-                  build_errors=self.build_errors[name], run_errors=self.run_errors[name],
-                  errors=errors[:2], est_shard_us=round(est * 1e6, 3),
-                  shard_tasks_measured=len(self.best), shard_tasks=len(task_scheduler.tasks_),
-                  **(self.builder.batch_timings(builder_results) if hasattr(self.builder, "batch_timings") else {}))
+        self.emit(Batch(shard=self.shard, tuned_at=self.tuned_at, task=name, task_id=int(task_id),
+                        weight=self.weights[name], flop=flop, batch_size=len(measure_candidates),
+                        task_trials=self.trials[name], shard_trial_budget=self.shard_trial_budget,
+                        shard_trials=sum(self.trials.values()),
+                        latest_us=[None if c is None else round(c * 1e6, 3) for c in costs],
+                        best_us=None if best is None else round(best * 1e6, 3),
+                        best_gflops=None if not best else round(flop / best / 1e9, 3),
+                        build_errors=self.build_errors[name], run_errors=self.run_errors[name],
+                        errors=errors[:2], est_shard_us=round(est * 1e6, 3),
+                        shard_tasks_measured=len(self.best), shard_tasks=len(task_scheduler.tasks_),
+                        **(self.builder.batch_timings(builder_results) if hasattr(self.builder, "batch_timings")
+                           else {})))

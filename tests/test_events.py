@@ -1,0 +1,59 @@
+"""The event schema: events written as dataclasses and read back, the checks on emit, old logs' field names."""
+from __future__ import annotations
+
+import glob
+import gzip
+import json
+import os
+
+import pytest
+
+from workbench import event_types as ev
+from workbench.events import EventReader, EventWriter, describe, parse
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_events_are_written_as_their_dataclasses_and_read_back(tmp_path):
+    path = str(tmp_path / "events.jsonl")
+    writer = EventWriter(path, "test")
+    batch = ev.Batch(shard=0, tuned_at=50, task="a", task_trials=4, shard_trials=6, shard_trial_budget=8, best_us=2.0)
+    line = writer.emit(batch)
+    assert list(line)[:3] == ["t", "kind", "source"] and line["kind"] == "batch" and line["source"] == "test"
+    writer.emit("shard_finished", shard=0, tuned_at=50, trials_done=6, exit_code=0)  # the old form, old name
+    with open(path, "ab") as f:
+        f.write(b'{"t": 1.0, "kind": "no_such_kind", "x": 1}\n{"t": 2.0, "kind": "merged", "tuned_at": 50')
+    reader = EventReader(path)
+    got, finished, unknown = reader.read_new()  # the torn last line waits for the rest of its write
+    assert got.shard_trials == 6 and got.task_trials == 4 and got.t == line["t"] and got.source == "test"
+    assert isinstance(finished, ev.ShardFinished) and finished.shard_trials == 6
+    assert isinstance(unknown, ev.Unknown) and unknown.kind == "no_such_kind"
+    with open(path) as f:
+        assert "trials_done" not in f.read()
+    assert describe(got) == "[50%] shard 0    6/8 a: best 2.0 us, shard estimate -"
+
+
+def test_emit_refuses_what_the_schema_does_not_know(tmp_path):
+    writer = EventWriter(str(tmp_path / "events.jsonl"), "test")
+    with pytest.raises(TypeError):
+        writer.emit("no_such_kind", x=1)
+    with pytest.raises(TypeError):
+        writer.emit("merged", tuned_at=50, trials=3)
+    with pytest.raises(TypeError):
+        writer.emit(ev.Merged(tuned_at=50), records=3)
+    with pytest.raises(ValueError):
+        ev.Phase(phase="planning")  # only the phases the engine goes through
+    assert not os.path.exists(tmp_path / "events.jsonl")
+
+
+def test_committed_logs_read_as_known_events_in_todays_names():
+    paths = glob.glob(os.path.join(ROOT, "bench", "results", "**", "*.jsonl*"), recursive=True)
+    assert paths
+    for path in paths:
+        with (gzip.open if path.endswith(".gz") else open)(path, "rb") as f:
+            events = [parse(json.loads(line)) for line in f if line.strip()]
+        assert not [e.kind for e in events if isinstance(e, ev.Unknown)], path
+        assert all(describe(e) for e in events)
+        for e in events:
+            if isinstance(e, ev.Batch):  # trials_done, shard_trials_done and trials_budget, by their scoped names
+                assert 0 < e.task_trials <= e.shard_trials and e.shard_trial_budget > 0, (path, e)
