@@ -37,6 +37,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from tuning_throughput import compare, steady_rate, tuning_window  # noqa: E402
 
+from workbench.events import as_dict, parse  # noqa: E402
+
 sys.modules.setdefault("report", sys.modules[__name__])  # run as a script: the module its helpers import
 
 RESULTS = os.path.join(HERE, "results")
@@ -68,9 +70,10 @@ class Experiment:
 
 
 def read_events(path: str) -> list[dict]:
-    """An event log, one JSON object a line (gzip-compressed where the name ends in .gz)."""
+    """An event log, one JSON object a line (gzip-compressed where the name ends in .gz), in today's field
+    names however old the log (workbench.events.parse maps them)."""
     with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:
-        return [json.loads(line) for line in f if line.strip()]
+        return [as_dict(parse(json.loads(line))) for line in f if line.strip()]
 
 
 @functools.cache
@@ -107,7 +110,7 @@ def cut_off_row(e: Experiment, results: str, cut: dict, stock: dict) -> dict:
     final latency from its event log and sweep, against its group's stock."""
     ev = run_events(results, cut["run"])
     t0, t1 = tuning_window(ev)
-    trials = sum(x.get("trials_done", 0) for x in ev if x["kind"] == "shard_finished")
+    trials = sum(x.get("shard_trials", 0) for x in ev if x["kind"] == "shard_finished")
     with open(os.path.join(e.path, f"{cut['run']}.sweep.csv")) as f:
         latency = float(next(r for r in csv.DictReader(f) if r["inferred_at"] == "100")["latency_ms_median"])
     rate = trials / (t1 - t0)

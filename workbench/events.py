@@ -31,12 +31,10 @@ class EventWriter:
         self.path = path
         self.source = source
 
-    def emit(self, event: Event | str, **fields: Any) -> dict[str, Any]:
+    def emit(self, event: Event) -> dict[str, Any]:
         """Append `event`, stamped with the time and this writer's source; returns the line's object."""
-        if isinstance(event, str):  # transitional: emit("kind", **fields), until supervisor.py emits dataclasses
-            event = build(event, fields)
-        elif fields or not event.KIND:
-            raise TypeError(f"emit takes one event of a known kind, not {event!r} with {fields}")
+        if not isinstance(event, Event) or not event.KIND:
+            raise TypeError(f"emit takes one event of a known kind, not {event!r}")
         record = {**as_dict(event), "t": round(time.time(), 3), "source": self.source}
         line = (json.dumps(record, default=_json_default, separators=(",", ":")) + "\n").encode()
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
@@ -121,14 +119,6 @@ def as_dict(event: Event) -> dict[str, Any]:
     out = {"t": event.t, "kind": event.KIND, "source": event.source}
     out.update((name, getattr(event, name)) for name in _names(type(event))[2:])
     return out
-
-
-def build(kind: str, fields: dict[str, Any]) -> Event:
-    """The event of `kind` from keyword fields (old names mapped); TypeError for an unknown kind or field."""
-    cls = KINDS.get(kind)
-    if cls is None:
-        raise TypeError(f"unknown event kind {kind!r}")
-    return cls(**_renamed(cls, fields))
 
 
 def _renamed(cls: type[Event], fields: dict[str, Any]) -> dict[str, Any]:

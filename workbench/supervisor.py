@@ -17,6 +17,8 @@ import time
 import traceback
 
 from . import diskspace, store
+from .event_types import (Error, HardwareFound, MpsStatus, Phase, RunFinished, RunStarted, ServerLost,
+                          ServerReady, ShardFailed, ShardFinished, ShardPlanned, StageSkipped)
 from .events import EventWriter
 from .hardware import GpuInfo, TargetSpec, detect
 from .mps import MpsDaemon, start_daemons
@@ -95,15 +97,16 @@ class Supervisor:
 
     def _phase(self, phase: str, **fields) -> None:
         self._check_stop()
-        self.events.emit("phase", phase=phase, **fields)
+        self.events.emit(Phase(phase=phase, **fields))
 
     # -- the run -------------------------------------------------------------------------------
     def run(self) -> str:
         signal.signal(signal.SIGTERM, self._on_term)
         signal.signal(signal.SIGINT, self._on_term)
         signal.signal(signal.SIGUSR1, self._on_finish)
-        self.events.emit("run_started", run_id=os.path.basename(self.run_dir), pid=os.getpid(),
-                         spec=json.loads(self.spec.to_json()), target=self.target.to_dict(), resume=self.resume)
+        self.events.emit(RunStarted(run_id=os.path.basename(self.run_dir), pid=os.getpid(),
+                                    spec=json.loads(self.spec.to_json()), target=self.target.to_dict(),
+                                    resume=self.resume))
         cuda = self.target.kind == "cuda"
         sampler = Sampler(EventWriter(self.events.path, "telemetry").emit, 1.0, gpu=cuda, cores=self.cores,
                           gpu_indices=[info.index for g in self.gpus if (info := self._gpu(g))] if cuda
@@ -113,7 +116,7 @@ class Supervisor:
             self._start_shared()
             for tuned_at in self.spec.slices:
                 if self.finishing:
-                    self.events.emit("stage_skipped", tuned_at=tuned_at, reason="finished early on request")
+                    self.events.emit(StageSkipped(tuned_at=tuned_at, reason="finished early on request"))
                     continue
                 self._tune_stage(tuned_at)
             if self.spec.sweep_slices:
@@ -140,8 +143,8 @@ class Supervisor:
             self._cleanup()
             sampler.stop()
         if error:
-            self.events.emit("error", **error)
-        self.events.emit("run_finished", status=status, message=message)
+            self.events.emit(Error(**error))
+        self.events.emit(RunFinished(status=status, message=message))
         return status
 
     def _on_term(self, signum, frame) -> None:  # noqa: ARG002
@@ -152,13 +155,13 @@ class Supervisor:
 
     def _start_shared(self) -> None:
         self._phase("servers")
-        self.events.emit("hardware", target=self.target.kind, device=self.hw.describe(self.target.kind),
-                         ncores=len(self.cores), gpu_note=self.hw.gpu_note)
+        self.events.emit(HardwareFound(target=self.target.kind, device=self.hw.describe(self.target.kind),
+                                       ncores=len(self.cores), gpu_note=self.hw.gpu_note))
         if wants_mps(self.spec, self.target):
             def started(gpu: int, daemon: MpsDaemon) -> None:
                 self.daemons[gpu] = daemon
-                self.events.emit("mps", gpu=gpu, started=daemon.started, reason=daemon.reason,
-                                 pipe_dir=daemon.pipe_dir)
+                self.events.emit(MpsStatus(gpu=gpu, started=daemon.started, reason=daemon.reason,
+                                           pipe_dir=daemon.pipe_dir))
                 self._record_procs()
 
             start_daemons({g: self.folder.mps_root(g) for g in self.gpus}, {g: self._uuid(g) for g in self.gpus},
@@ -207,8 +210,9 @@ class Supervisor:
             self.started.add(w.name)
             job_path = self.folder.shard_job(w.job.tuned_at, w.shard.index)
             store.write_text(job_path, w.job.to_json())
-            self.events.emit("shard_planned", shard=w.shard.index, tuned_at=w.job.tuned_at, tasks=list(w.shard.tasks),
-                             trials_budget=w.shard.trials, cost=w.shard.cost, replica=w.shard.replica)
+            self.events.emit(ShardPlanned(shard=w.shard.index, tuned_at=w.job.tuned_at, tasks=list(w.shard.tasks),
+                                          shard_trial_budget=w.shard.trials, cost=w.shard.cost,
+                                          replica=w.shard.replica))
             env = {**self.env, **w.binding.env} if w.binding else self.env
             proc = ManagedProcess(f"shard-{w.shard.index}", python_argv("workbench.client", job_path), env,
                                   self.folder.log(f"client-{w.job.tuned_at}-{w.shard.index}"),
@@ -239,8 +243,9 @@ class Supervisor:
         if started:
             self._report_ready(tuned_at, started)
         elif self.spec.tracker:
-            self.events.emit("server_ready", server="external", tuned_at=tuned_at, tracker=self.spec.tracker,
-                             slice_applied=False, reason="servers are the user's: their slices are not managed here")
+            self.events.emit(ServerReady(server="external", tuned_at=tuned_at, tracker=self.spec.tracker,
+                                         slice_applied=False,
+                                         reason="servers are the user's: their slices are not managed here"))
         self._wait_clients(tuned_at, want)
         self._reconcile(NOTHING)
         self._finish_stage(tuned_at, [w.shard for w in want.clients])
@@ -253,11 +258,11 @@ class Supervisor:
         for server in started:
             info = server.info
             cores = sorted(os.sched_getaffinity(server.pid)) if server.poll() is None else []
-            self.events.emit("server_ready", server=server.spec.index, tuned_at=tuned_at, port=server.port,
-                             gpu=server.spec.gpu, pid=server.pid, **server.spec.binding.to_dict(),
-                             sm_count=info.get("sm_count"), device_name=info.get("device_name"),
-                             mps_percentage=info.get("mps_percentage"), sessions=info.get("sessions"),
-                             affinity=cores, host=self.spec.host)
+            self.events.emit(ServerReady(server=server.spec.index, tuned_at=tuned_at, port=server.port,
+                                         gpu=server.spec.gpu, pid=server.pid, **server.spec.binding.to_dict(),
+                                         sm_count=info.get("sm_count"), device_name=info.get("device_name"),
+                                         mps_percentage=info.get("mps_percentage"), sessions=info.get("sessions"),
+                                         affinity=cores, host=self.spec.host))
 
     def _wait_clients(self, tuned_at: int, want: StagePlan) -> None:
         pending = {w.name for w in want.clients if w.name in self.clients}
@@ -268,8 +273,8 @@ class Supervisor:
             if self.finishing:
                 for name in sorted(pending):
                     self.clients[name].stop()
-                    self.events.emit("shard_finished", shard=self.shard_of[name], tuned_at=tuned_at, trials_done=0,
-                                     exit_code=None, note="ended early on request")
+                    self.events.emit(ShardFinished(shard=self.shard_of[name], tuned_at=tuned_at, shard_trials=0,
+                                                   exit_code=None, note="ended early on request"))
                 return
             for name in sorted(pending):
                 proc = self.clients[name]
@@ -280,8 +285,8 @@ class Supervisor:
                 if code != 0:
                     shard = self.shard_of[name]
                     self.failed_shards.append(f"{tuned_at}/{shard}")
-                    self.events.emit("shard_failed", shard=shard, tuned_at=tuned_at, exit_code=code,
-                                     log_tail=tail(proc.log_path, 20), log=proc.log_path)
+                    self.events.emit(ShardFailed(shard=shard, tuned_at=tuned_at, exit_code=code,
+                                                 log_tail=tail(proc.log_path, 20), log=proc.log_path))
             health = self.pool.health() if self.pool else {"tracker_dead": False, "servers_dead": []}
             if health["tracker_dead"]:
                 raise ProcessError("the RPC tracker died; measured records are kept in the shard databases")
@@ -297,9 +302,9 @@ class Supervisor:
         for server in self.pool.servers if self.pool else []:
             if server.name in health["servers_dead"] and server.name not in reported:
                 reported.add(server.name)
-                self.events.emit("server_lost", server=server.name, tuned_at=tuned_at, exit_code=server.poll(),
-                                 servers_left=health["servers_wanted"] - len(health["servers_dead"]),
-                                 log_tail=tail(server.log_path, 10), log=server.log_path)
+                self.events.emit(ServerLost(server=server.name, tuned_at=tuned_at, exit_code=server.poll(),
+                                            servers_left=health["servers_wanted"] - len(health["servers_dead"]),
+                                            log_tail=tail(server.log_path, 10), log=server.log_path))
 
     def _finish_stage(self, tuned_at: int, shards: list[Shard]) -> None:
         from .finisher import finish_stage, repair_databases
