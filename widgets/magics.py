@@ -158,7 +158,7 @@ def load(ip: Any) -> None:
 
 def unload(ip: Any) -> None:
     """Remove the magics and stop every panel's live updates; runs keep going (called by `%unload_ext`)."""
-    from .panel import stop_all_updates
+    from .registry import stop_all_updates
 
     for magics in list(_LOADED):
         magics.stop_panels()

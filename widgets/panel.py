@@ -14,13 +14,12 @@ import asyncio
 import html
 import re
 import time
-import weakref
 from collections.abc import Callable
 from typing import Any
 
 import ipywidgets as W
 
-from . import engine
+from . import engine, registry
 from .engine import parse_slices
 
 from .figures import make_live_figure, reset_live_figure, update_live_figure
@@ -33,10 +32,6 @@ from .tasks import TaskTable, top_tasks, trace_note
 MAX_HZ = 4.0
 PERSIST_EVERY_S = 15.0
 BUTTONS = ("tune", "stop", "finish", "sweep", "export")
-
-_PANELS: "weakref.WeakSet[Panel]" = weakref.WeakSet()
-_CURRENT: list["Panel"] = []
-
 
 def _button(label: str, css: str, style: str = "", icon: str = "", tooltip: str = "") -> W.Button:
     b = W.Button(description=label, button_style=style, icon=icon, tooltip=tooltip or label,
@@ -118,8 +113,7 @@ class Panel(ButtonActions, RunViews):
         c["sweep"].on_click(lambda _b: self._on_button(self.sweep, self._sweep_action))
         c["export"].on_click(lambda _b: self._guard(self.export_csv))
         self._closed = False
-        _PANELS.add(self)
-        _CURRENT[:] = [self]
+        registry.add(self)
         self._on_form_change()
         if run is not None:
             self.attach(run)
@@ -192,7 +186,7 @@ class Panel(ButtonActions, RunViews):
         except Exception:  # noqa: BLE001 - a spec the form cannot show does not stop following the run
             pass
         self._on_form_change()
-        _CURRENT[:] = [self]
+        registry.make_current(self)
         self.refresh(force=True)
         if len(self.live_figure.data) > 3 or self.sweep_figure is not None:
             self.persist_figures()
@@ -397,9 +391,7 @@ class Panel(ButtonActions, RunViews):
         """Stop following and close every widget of the panel (the run keeps going)."""
         self.stop_updates()
         self._closed = True
-        _PANELS.discard(self)
-        if _CURRENT and _CURRENT[0] is self:
-            _CURRENT.clear()
+        registry.forget(self)
         _close_tree(self.widget)
         for extra in (self.live_figure, self.sweep_figure):
             if extra is not None:
@@ -410,44 +402,3 @@ def _close_tree(widget: W.Widget) -> None:
     for child in getattr(widget, "children", ()):
         _close_tree(child)
     widget.close()
-
-
-# -- module helpers -------------------------------------------------------------------------------------
-
-def current_panel() -> Panel | None:
-    """The panel made, attached or shown most recently."""
-    return _CURRENT[0] if _CURRENT else None
-
-
-def panel_for(run: "engine.Run | str") -> Panel | None:
-    """The most recent live panel following `run` (a Run or its id)."""
-    run_id = run if isinstance(run, str) else run.id
-    found = [p for p in list(_PANELS) if p.run is not None and p.run.id == run_id and not p._closed]
-    if _CURRENT and _CURRENT[0] in found:
-        return _CURRENT[0]
-    return found[-1] if found else None
-
-
-def live_panels() -> list[Panel]:
-    return [p for p in list(_PANELS) if not p._closed]
-
-
-def stop_all_updates() -> int:
-    """Stop the live-update tasks of every panel (runs keep going); returns how many panels there were."""
-    panels = live_panels()
-    for p in panels:
-        p.stop_updates()
-    return len(panels)
-
-
-async def wait_for(run: "engine.Run", timeout: float | None = None) -> str:
-    """Await the end of `run` (and its sweep) without blocking the kernel; its panel keeps updating."""
-    panel = panel_for(run)
-    if panel is not None:
-        return await panel.wait(timeout)
-    deadline = None if timeout is None else time.monotonic() + timeout
-    while not (run.finished and not run.sweeping):
-        if deadline is not None and time.monotonic() > deadline:
-            break
-        await asyncio.sleep(0.5)
-    return run.status
