@@ -24,64 +24,23 @@ from __future__ import annotations
 
 import argparse
 import csv
-import functools
 import glob
 import gzip
 import json
 import os
 import re
 import sys
-from dataclasses import dataclass, field
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from tuning_throughput import compare, steady_rate, tuning_window  # noqa: E402
 
-from workbench.events import as_dict, parse  # noqa: E402
-
-sys.modules.setdefault("report", sys.modules[__name__])  # run as a script: the module its helpers import
+from experiments import Experiment, run_events  # noqa: E402
 
 RESULTS = os.path.join(HERE, "results")
 FOLDER = re.compile(r"^(\d{4}-\d{2}-\d{2})-([a-z0-9]+)-(.+)$")
 TOLERANCE = 1.03
 MATRIX_COLUMNS = ["model", "tuned_at", "inferred_at", "latency_ms_median", "latency_ms_iqr"]
-
-
-@dataclass
-class Experiment:
-    """One dated folder: its manifest, README and the rows (one per config and seed) of its table."""
-    path: str
-    name: str
-    date: str
-    machine: str
-    manifest: dict
-    title: str
-    lead: str
-    rows: list[dict] = field(default_factory=list)
-    meta: dict = field(default_factory=dict)  # the first bench JSON's header (date, model, tvm, trials...)
-    scaling: dict | None = None
-    matrix: list[dict] = field(default_factory=list)
-
-    @property
-    def views(self) -> dict:
-        """What the folder adds to the summary: {"best": True, "seeds": "2x1@100+evo+batch", ...}."""
-        v = self.manifest.get("summary", {})
-        return dict.fromkeys(v, True) if isinstance(v, list) else v
-
-
-def read_events(path: str) -> list[dict]:
-    """An event log, one JSON object a line (gzip-compressed where the name ends in .gz), in today's field
-    names however old the log (workbench.events.parse maps them)."""
-    with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:
-        return [as_dict(parse(json.loads(line))) for line in f if line.strip()]
-
-
-@functools.cache
-def run_events(results: str, run: str) -> list[dict] | None:
-    """A run's committed event log, in whichever folder holds it (None: it stayed on the device).
-    Read once per run; callers do not change it."""
-    found = glob.glob(os.path.join(results, "*", f"{run}.jsonl.gz"))
-    return read_events(found[0]) if found else None
 
 
 def stem(name: str) -> str:
@@ -264,16 +223,6 @@ def load(results: str) -> list[Experiment]:
             TABLES[manifest["table"]](e, results)
         out.append(e)
     return out
-
-
-def machine_text(e: Experiment) -> str:
-    """The device kind and what its host.txt says: 'nvidia-h200 (1x NVIDIA H200, 16 vCPUs, driver ...)'."""
-    with open(os.path.join(e.path, "host.txt")) as f:
-        lines = f.read().splitlines()
-    gpus = [line.split(", ") for line in lines[1:] if re.match(r"^\d+, ", line)]
-    cpus = lines[len(gpus) + 1]
-    kind = {"h200": "nvidia-h200", "h200x2": "nvidia-h200-x2"}.get(e.machine, e.machine)
-    return f"{kind} ({len(gpus)}x {gpus[0][1]}, {cpus} vCPUs, driver {gpus[0][2]})"
 
 
 def main(results: str = RESULTS, out: str = RESULTS) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import statistics
 
-from report import Experiment
+from experiments import Experiment
 
 STEADY_COLS = [("config", "config"), ("trials", "trials"), ("wall s", "wall_s"), ("first batch s", "first_batch_s"),
                ("trials/s", "trials_per_s"), ("x stock", "trials_per_s_ratio"), ("steady trials/s", "steady_trials_per_s"),

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import statistics
 
-from report import Experiment, machine_text, run_events
+from experiments import Experiment, machine_text, run_events
 from tuning_throughput import compare_seeds
 
 GOAL = {"trials_per_s_ratio": 5.0, "time_to_same_latency_reduction": 0.75, "final_latency_ratio_max": 1.03}

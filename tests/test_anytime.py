@@ -28,6 +28,8 @@ def _first_within(checkpoints: list[dict], ms: float) -> float | None:
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(not os.environ.get("WB_BENCH_TESTS"), reason="runs the anytime bench end to end on the CPU "
+                    "(stock then the workbench, 7-9 minutes on 2 cores: past the suite's budget); WB_BENCH_TESTS=1 runs it")
 @pytest.mark.timeout(1800)  # stock's own start-up and builds: ~3 minutes on an idle 2-core box, 12 when loaded
 def test_anytime_runs_stock_then_the_workbench_for_stocks_wall(tmp_path):
     out = tmp_path / "anytime.json"

@@ -4,11 +4,21 @@ from __future__ import annotations
 import asyncio
 import time
 import weakref
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from . import engine
-    from .panel import Panel
+
+
+class Panel(Protocol):
+    """What the registry needs of a panel (widgets.panel.Panel), named here without importing it."""
+
+    run: Any
+    _closed: bool
+
+    def stop_updates(self) -> None: ...
+
+    async def wait(self, timeout: float | None = None) -> str: ...
 
 _PANELS: "weakref.WeakSet[Panel]" = weakref.WeakSet()
 _CURRENT: list["Panel"] = []
