@@ -30,7 +30,7 @@ def test_events_are_written_as_their_dataclasses_and_read_back(tmp_path):
     assert isinstance(unknown, ev.Unknown) and unknown.kind == "no_such_kind"
     with open(path) as f:
         assert "shard_trials" in f.readline()  # what the writer wrote: today's names
-    assert describe(got) == "[50%] shard 0    6/8 a: best 2.0 us, shard estimate -"
+    assert describe(got) == "slice 50 %: shard 0    6/8 a: best 2.0 us, shard estimate -"
 
 
 def test_emit_refuses_what_the_schema_does_not_know(tmp_path):

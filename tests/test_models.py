@@ -295,3 +295,14 @@ def test_onnx_needs_exactly_one_input(tmp_path: Path) -> None:
     with pytest.raises(SpecError, match="has 2 inputs") as info:
         check_model(path)
     assert info.value.field == "model"
+
+
+def test_the_input_shape_hint_is_built_from_the_models_own_dims() -> None:
+    """A dynamic-shape image model is told a shape it can run (not 1,3,1,1): fixed sizes kept, batch 1, an
+    open height and width 224."""
+    from workbench.onnx_import import example_shape
+
+    assert example_shape(["N", 3, "H", "W"]) == "1,3,224,224"
+    assert example_shape(["N", "H", "W", 3]) == "1,224,224,3"
+    assert example_shape(["N", 3, 8, 8]) == "1,3,8,8"
+    assert example_shape(["batch", "seq", 768]) == "1,1,768"

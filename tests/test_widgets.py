@@ -513,3 +513,21 @@ def test_top_tasks_without_shares_rank_by_best_times_weight() -> None:
     fig = make_live_figure()  # without a ranking (an engine without Run.tasks): the five slowest
     update_live_figure(fig, curve, pd.DataFrame(), pd.DataFrame(), None)
     assert sorted(tr.name for tr in _task_traces(fig)) == [f"t{i} @100%" for i in range(5)]
+
+
+def test_the_status_line_states_the_result_first_and_warns_below_1x():
+    import pandas as pd
+
+    from widgets.panel_views import result_line
+
+    faster = pd.DataFrame([{"tuned_at": 50, "tuned_ms": 0.08, "untuned_ms": 0.19, "speedup": 2.375,
+                            "verdict": "faster", "kept": "tuned"},
+                           {"tuned_at": 100, "tuned_ms": 0.09, "untuned_ms": 0.19, "speedup": 2.11,
+                            "verdict": "faster", "kept": "tuned"}])
+    said, warn = result_line(faster)
+    assert not warn and said.startswith("best model 80.0 us (tuned at 50 %): 2.38x faster")
+    slower = pd.DataFrame([{"tuned_at": 100, "tuned_ms": 0.54, "untuned_ms": 0.19, "speedup": 0.3517,
+                            "verdict": "slower", "kept": "untuned"}])
+    said, warn = result_line(slower)
+    assert warn and "did not beat the untuned build" in said and "0.35x" in said and "more trials" in said
+    assert result_line(pd.DataFrame()) == ("", False)

@@ -5,21 +5,36 @@ from __future__ import annotations
 import copy
 import html
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pandas as pd
 
+from . import engine
 from .analysis import fmt_seconds, recommend_tuning_slice
 from .engine import FAILURES, describe
 from .figures import make_sweep_figure, update_sweep_figure
 from .tasks import plan_html
 
-if TYPE_CHECKING:
-    from . import engine
-
 ACTIVE = ("running", "starting")
 RESULT_COLUMNS = ("tuned_at", "tuned_ms", "untuned_ms", "speedup", "verdict", "kept", "match", "tasks_tuned",
                   "tasks_total", "kept_default", "records")
+
+
+def result_line(results: pd.DataFrame) -> tuple[str, bool]:
+    """The status line's first words: the best model so far and its speedup over the untuned build, and
+    whether it is a warning (tuning did not beat the untuned build, which is then what ships)."""
+    if not len(results) or "tuned_ms" not in results:
+        return "", False
+    row = results.loc[results["tuned_ms"].idxmin()]
+    at = f"tuned at {int(row['tuned_at'])} %"
+    tuned, untuned = engine.fmt_us(row["tuned_ms"] * 1e3), engine.fmt_us(row["untuned_ms"] * 1e3)
+    if row.get("kept") == "untuned" or row.get("verdict") == "slower":
+        return (f"tuning did not beat the untuned build ({tuned} {at} against {untuned}, "
+                f"{row['speedup']:.2f}x), so the untuned build is kept: give more trials so that more tasks are "
+                "tuned, or tune at another slice", True)
+    if row.get("verdict") == "within noise":
+        return f"best model {tuned} ({at}): {row['speedup']:.2f}x the untuned build, within timing noise", False
+    return f"best model {tuned} ({at}): {row['speedup']:.2f}x faster than the untuned build ({untuned})", False
 
 
 def persist(fig: Any) -> None:
@@ -47,7 +62,10 @@ class RunViews:
 
     def _update_status(self, run: "engine.Run", status: str, sweeping: bool, progress: pd.DataFrame,
                        phases: pd.DataFrame) -> None:
-        parts = [f"<b>run {html.escape(run.id)}</b>", f"<b>{html.escape(status)}</b>"]
+        said, warn = result_line(run.results) if status not in ("starting",) else ("", False)
+        first = [f"<span style='color:{'#c62828' if warn else '#2e7d32'}'><b>{html.escape(said)}</b></span>"] \
+            if said else []
+        parts = [*first, f"<b>run {html.escape(run.id)}</b>", f"<b>{html.escape(status)}</b>"]
         if len(phases) and status in ACTIVE:
             last = phases.iloc[-1]
             at = last.get("tuned_at")
@@ -128,7 +146,8 @@ class RunViews:
         if self._rec is None:
             self._recommendation.value = ""
         else:
-            extra = "" if len(self._rec.slowdown.index) > 1 else " (only one tuning slice was swept, so there is no choice to make yet)"
+            extra = "" if len(self._rec.slowdown.index) > 1 else \
+                " (only one tuning slice was swept, so there is no choice to make yet)"
             self._recommendation.value = (f"<div style='padding:4px 8px;background:#fff8e1'><b>Recommended tuning "
                                           f"slice: {self._rec.tuned_at}%</b>. {html.escape(self._rec.sentence)}"
                                           f"{html.escape(extra)}</div>")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from typing import TYPE_CHECKING, Any
@@ -164,6 +165,9 @@ def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     try:
         code = dispatch(args)
+    except BrokenPipeError:  # `workbench show last | head -2`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error as Python exits
+        code = 0
     except SpecError as err:
         print(f"workbench: error: {err}", file=sys.stderr)
         code = 2

@@ -54,7 +54,7 @@ class Unknown(Event):
 
 @dataclass(frozen=True, kw_only=True)
 class SliceEvent(Event):
-    """An event of one tuning slice (a stage of the run): its line starts `[tuned_at%] `."""
+    """An event of one tuning slice (a stage of the run): its line starts `slice <tuned_at> %: `."""
     tuned_at: int
 
 
@@ -280,11 +280,16 @@ class Compiled(SliceEvent):
 
 @dataclass(frozen=True, kw_only=True)
 class Verified(SliceEvent):
+    """The tuned build's outputs against the untuned build's, on `input` (the first seeded input whose outputs
+    vary); `match` None: inconclusive (constant or near-zero outputs), said in `match_note`."""
     KIND = "verified"
     match: bool | None = None
     max_abs_err: float | None = None
     rel_err: float | None = None
     finite: bool | None = None
+    input: str = ""
+    output_range: list[float] = _list()
+    match_note: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)

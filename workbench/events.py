@@ -151,7 +151,7 @@ def parse(d: dict[str, Any]) -> Event:
 def describe(e: Event) -> str:
     """One line for a person: the CLI's progress lines, the panel's status and error list (failures are worded
     here only), the bench."""
-    at = f"[{e.tuned_at}%] " if isinstance(e, (SliceEvent, Phase)) and e.tuned_at is not None else ""
+    at = f"slice {e.tuned_at} %: " if isinstance(e, (SliceEvent, Phase)) and e.tuned_at is not None else ""
     match e:
         case Batch():
             errors = f", {e.build_errors}+{e.run_errors} errors" if e.build_errors or e.run_errors else ""
@@ -197,7 +197,10 @@ def describe(e: Event) -> str:
             return f"{at}compiled: tuned records for {len(e.kept_tuned)} of {e.tasks_total} tasks{kept}"
         case Verified():
             err = "n/a" if e.max_abs_err is None else f"{e.max_abs_err:.2e}"
-            return f"{at}outputs match untuned build: {e.match} (max abs err {err})"
+            span = f", outputs {e.output_range[0]:.3g} to {e.output_range[1]:.3g}" if len(e.output_range) == 2 else ""
+            if e.match is None and e.match_note:
+                return f"{at}outputs not compared: {e.match_note}"
+            return f"{at}outputs match untuned build: {e.match} (max abs err {err}{span})"
         case Timed():
             noise = max(e.tuned_iqr_ms or 0.0, e.untuned_iqr_ms or 0.0)
             line = (f"{at}latency {e.tuned_ms:.4g} ms tuned vs {e.untuned_ms:.4g} ms untuned ({e.speedup:.2f}x, "

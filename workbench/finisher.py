@@ -75,7 +75,8 @@ def finish_stage(run_dir: str, spec: TuneSpec, target: TargetSpec, tuned_at: int
     by = {r["name"]: r for r in rows}
     t, u = by["tuned"], by["untuned"]
     events.emit(Verified(tuned_at=tuned_at, match=t.get("match"), max_abs_err=t.get("max_abs_err"),
-                         rel_err=t.get("rel_err"), finite=t.get("finite")))
+                         rel_err=t.get("rel_err"), finite=t.get("finite"), input=t.get("input", ""),
+                         output_range=t.get("output_range", []), match_note=t.get("match_note", "")))
     said = verdict(t["latency_ms_median"], t["latency_ms_iqr"], u["latency_ms_median"], u["latency_ms_iqr"])
     kept = "tuned"
     if said == "slower":  # never ship a model slower than the default build: the stage keeps the untuned one
@@ -90,7 +91,8 @@ def finish_stage(run_dir: str, spec: TuneSpec, target: TargetSpec, tuned_at: int
            "tuned_ms": t["latency_ms_median"], "tuned_iqr_ms": t["latency_ms_iqr"],
            "untuned_ms": u["latency_ms_median"], "untuned_iqr_ms": u["latency_ms_iqr"],
            "speedup": u["latency_ms_median"] / t["latency_ms_median"], "verdict": said, "kept": kept,
-           "match": t.get("match"), "max_abs_err": t.get("max_abs_err"), "records": merged.records,
+           "match": t.get("match"), "match_note": t.get("match_note", ""), "max_abs_err": t.get("max_abs_err"),
+           "records": merged.records,
            "trials_measured": merged.records, "trials_asked": trials_asked, "finished_early": early,
            "tasks_tuned": sum(c.best_us is not None for c in choices), "kept_default": len(kept_default),
            "tasks_total": len(choices),

@@ -95,6 +95,19 @@ def onnx_signature(
     return value.name, shape, _onnx_dtype(value.name, tensor_type.elem_type)
 
 
+def example_shape(dims: list[Dim]) -> str:
+    """A shape to suggest for a model with open dimensions: the fixed sizes kept, a leading batch dimension 1,
+    and an image's open height and width (rank 4 with 1 or 3 channels first or last) 224, other open ones 1."""
+    out = [d if isinstance(d, int) else None for d in dims]
+    if out and out[0] is None:
+        out[0] = 1
+    if len(dims) == 4:
+        spatial = (2, 3) if dims[1] in (1, 3) else (1, 2) if dims[3] in (1, 3) else ()
+        for axis in spatial:
+            out[axis] = 224 if out[axis] is None else out[axis]
+    return ",".join(str(1 if d is None else d) for d in out)
+
+
 def _dim(dim: Any) -> Dim:
     if dim.HasField("dim_value") and dim.dim_value > 0:
         return int(dim.dim_value)
@@ -114,11 +127,11 @@ def _resolve_shape(name: str, dims: list[Dim] | None, input_shape: Shape | None)
     if input_shape is None:
         if all(isinstance(d, int) for d in dims):
             return tuple(dims)  # type: ignore[arg-type]
-        example = ",".join(str(d) if isinstance(d, int) else "1" for d in dims)
+        open_dims = ", ".join(str(d) if d else f"dimension {i}" for i, d in enumerate(dims) if not isinstance(d, int))
         raise SpecError(
             "input_shape",
-            f"input {name!r} has dynamic dimensions {shown}; give the shape, "
-            f"e.g. --input-shape {example}",
+            f"input {name!r} has dynamic dimensions {shown} ({open_dims} open); give the shape, "
+            f"e.g. --input-shape {example_shape(dims)}",
         )
     if len(input_shape) != len(dims):
         raise SpecError(

@@ -132,7 +132,7 @@ class Supervisor:
             elif self.finishing:
                 message = "finished early on request: the best records so far were compiled, verified and timed"
         except Stopped:
-            status, message = "stopped", "stopped on request; resume with `workbench resume`"
+            status, message = "stopped", "stopped on request; it can be resumed (workbench resume RUN)"
         except Exception as err:  # noqa: BLE001 - becomes an event, never a silent death
             status, message = "failed", f"{type(err).__name__}: {err}"
             if diskspace.is_disk_full(err):
@@ -154,7 +154,7 @@ class Supervisor:
         self.finishing = True
 
     def _start_shared(self) -> None:
-        self._phase("servers")
+        self._check_stop()  # its phase is the first stage's "servers" (one line, not two)
         self.events.emit(HardwareFound(target=self.target.kind, device=self.hw.describe(self.target.kind),
                                        ncores=len(self.cores), gpu_note=self.hw.gpu_note))
         if wants_mps(self.spec, self.target):
