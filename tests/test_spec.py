@@ -168,3 +168,15 @@ def test_a_folder_without_a_spec_is_not_taken_for_a_run(tmp_path):
         wb.open_run("zzz", str(tmp_path))
     with pytest.raises(SpecError, match="no readable spec.json"):
         wb.Run(str(stray))
+
+
+def test_the_cli_ends_quietly_when_its_reader_closes_the_pipe():
+    """`workbench models | head -1`: the reader has what it wanted; no BrokenPipeError traceback, exit 0."""
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-m", "workbench", "models"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 0 and "Traceback" not in err, err
