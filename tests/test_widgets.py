@@ -319,6 +319,12 @@ def test_live_tuning_then_stop(home) -> None:
     snap = p.snapshot()
     assert snap["run_status"] == "stopped" and "stopped" in snap["status"]
     assert not snap["buttons"]["stop"] and snap["buttons"]["tune"]
+    # stopped shards stop counting: frozen, labelled, no ETA
+    assert {r["state"] for r in snap["progress"]} <= {"stopped", "finished"}, snap["progress"]
+    assert "stopped" in {r["state"] for r in snap["progress"]} and not any("ETA" in r["text"] for r in snap["progress"])
+    time.sleep(1.5)
+    p.refresh(force=True)
+    assert [r["text"] for r in p.snapshot()["progress"]] == [r["text"] for r in snap["progress"]]
     p.close()
 
 

@@ -6,7 +6,7 @@ import pandas as pd
 
 from .analysis import fmt_seconds, fmt_us
 
-BAR_STYLE = {"running": "info", "planned": "", "finished": "success", "failed": "danger"}
+BAR_STYLE = {"running": "info", "planned": "", "finished": "success", "failed": "danger", "stopped": "warning"}
 
 
 class ShardBars:

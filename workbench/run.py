@@ -194,7 +194,8 @@ class Run:
         return df if tuned_at is None else df[df.tuned_at == tuned_at].reset_index(drop=True)
 
     def progress(self) -> pd.DataFrame:
-        """One row per (tuned_at, shard): trials done and budgeted, best estimate, state, ETA."""
+        """One row per (tuned_at, shard): trials done and budgeted, best estimate, state (planned, running,
+        finished, failed, or stopped: the run ended before the shard did), ETA while running."""
         rows: dict[tuple[int, int], dict[str, Any]] = {}
         for e in self._all(ShardPlanned, ShardStarted, Batch, ShardFinished, ShardFailed):
             key = (e.tuned_at, e.shard)
@@ -220,8 +221,11 @@ class Run:
                 row["state"] = "failed"
                 row["error"] = e.log_tail[-500:]
         now = time.time()
+        ended = self._finished_event()
         out = []
         for row in rows.values():
+            if ended is not None and row["state"] in ("running", "planned"):
+                row["state"] = "stopped"  # the run ended first: the shard's bar freezes where it was
             errs = row.pop("_errs", {})
             row["build_errors"] = sum(b for b, _ in errs.values())
             row["run_errors"] = sum(r for _, r in errs.values())
