@@ -56,7 +56,6 @@ class Supervisor:
         self.pool: ServerPool | None = None
         self.base_key = f"wb-{os.getpid()}"
         self.clients: dict[str, ManagedProcess] = {}  # by wanted name; a client stays here after it exits
-        self.shard_of: dict[str, int] = {}
         self.started: set[str] = set()  # every wanted name started once: nothing is started twice
         self.failed_shards: list[str] = []
         self.env = self._base_env()
@@ -202,7 +201,8 @@ class Supervisor:
     def _reconcile_clients(self, want: StagePlan) -> None:
         """Stop the clients `want` does not name; start those it names that never ran (a client that exited
         has done its shard, or failed it: it is not restarted)."""
-        for name in [n for n in self.clients if n not in want.names]:
+        wanted = want.names
+        for name in [n for n in self.clients if n not in wanted]:
             self.clients.pop(name).stop()
         for w in want.clients:
             if w.name in self.started:
@@ -219,7 +219,6 @@ class Supervisor:
                                   cpu_affinity=(w.binding.cores or None) if w.binding else None)
             proc.start()
             self.clients[w.name] = proc
-            self.shard_of[w.name] = w.shard.index
         self._record_procs()
 
     def _reconcile(self, want: StagePlan) -> None:
@@ -265,7 +264,8 @@ class Supervisor:
                                          affinity=cores, host=self.spec.host))
 
     def _wait_clients(self, tuned_at: int, want: StagePlan) -> None:
-        pending = {w.name for w in want.clients if w.name in self.clients}
+        shard_of = {w.name: w.shard.index for w in want.clients}
+        pending = {name for name in shard_of if name in self.clients}
         lost: set[str] = set()
         while pending:
             if self.stop_requested:
@@ -273,7 +273,7 @@ class Supervisor:
             if self.finishing:
                 for name in sorted(pending):
                     self.clients[name].stop()
-                    self.events.emit(ShardFinished(shard=self.shard_of[name], tuned_at=tuned_at, shard_trials=0,
+                    self.events.emit(ShardFinished(shard=shard_of[name], tuned_at=tuned_at, shard_trials=0,
                                                    exit_code=None, note="ended early on request"))
                 return
             for name in sorted(pending):
@@ -283,7 +283,7 @@ class Supervisor:
                     continue
                 pending.discard(name)
                 if code != 0:
-                    shard = self.shard_of[name]
+                    shard = shard_of[name]
                     self.failed_shards.append(f"{tuned_at}/{shard}")
                     self.events.emit(ShardFailed(shard=shard, tuned_at=tuned_at, exit_code=code,
                                                  log_tail=tail(proc.log_path, 20), log=proc.log_path))
