@@ -98,14 +98,16 @@ def checkpoint_series(run: wb.Run, stop_s: float | None, n: int, work: str) -> d
     env = {k: v for k, v in os.environ.items() if not k.startswith("CUDA_MPS_")}
     by = {r["name"]: r for r in infer_at(work, 100, libs, model, target, None, env, reference=untuned)}
 
-    def trials_by(t: float) -> int:
-        return sum(max([e["shard_trials_done"] for e in batches if e["shard"] == s and e["t"] <= t], default=0)
-                   for s in {e["shard"] for e in batches})
-
-    cps = [{"t_s": round(t - t0, 1), "trials": trials_by(t), "latency_ms": by[str(i)]["latency_ms_median"],
+    cps = [{"t_s": round(t - t0, 1), "trials": trials_by(batches, t), "latency_ms": by[str(i)]["latency_ms_median"],
             "iqr_ms": by[str(i)]["latency_ms_iqr"], "match": by[str(i)].get("match")} for i, t in enumerate(times)]
     return {"untuned_ms": by["untuned"]["latency_ms_median"], "untuned_iqr_ms": by["untuned"]["latency_ms_iqr"],
             "checkpoints": cps, "checkpoint_compile_s": round(time.time() - t_compile, 1)}
+
+
+def trials_by(batches: list[dict], t: float) -> int:
+    """Trials measured by time `t`, summed over shards (each shard's `shard_trials` is cumulative)."""
+    return sum(max([e["shard_trials"] for e in batches if e["shard"] == s and e["t"] <= t], default=0)
+               for s in {e["shard"] for e in batches})
 
 
 def run_one(cfg: dict, args: argparse.Namespace, home: str, seed: int, trials: int, stop_s: float | None) -> dict:
@@ -114,7 +116,10 @@ def run_one(cfg: dict, args: argparse.Namespace, home: str, seed: int, trials: i
                        shards=cfg["shards"], trials=trials, trials_per_batch=args.batch, seed=seed,
                        cost_model=args.cost_model, measure_timeout_s=args.measure_timeout,
                        gpus=tuple(range(cfg["gpus"])) if wb.detect_hardware().gpus else None)
-    run = wb.tune(spec, home=home, runner=cfg["runner"], builder=cfg["builder"], first_round=cfg["first_round"])
+    if args.attach:  # a finished run of this config (e.g. after a crash in the bench's own post-processing)
+        run = wb.open_run(args.attach, home)
+    else:
+        run = wb.tune(spec, home=home, runner=cfg["runner"], builder=cfg["builder"], first_round=cfg["first_round"])
     t0, finished_at, deadline = None, None, time.time() + args.run_timeout
     while stop_s is not None and not run.finished and time.time() < deadline:
         if t0 is None:
@@ -329,6 +334,7 @@ def main() -> None:
             ("--wall-s", float, 300.0, "workbench time when there is no stock wall"), ("--checkpoints", int, 6, None),
             ("--cost-model", str, "xgb", None), ("--measure-timeout", int, 60, None),
             ("--run-timeout", float, 3000.0, None), ("--home", str, None, "workbench home (default: a temp folder)"),
+            ("--attach", str, None, "measure this finished run (under --home) instead of starting one"),
             ("--out", str, os.path.join(HERE, "results", "h200_anytime.json"), None)):
         p.add_argument(flag, type=kind, default=default, help=text)
     p.add_argument("--part", choices=("both", "stock", "workbench"), default="both",

@@ -109,3 +109,18 @@ def test_a_stock_that_skipped_a_task_is_no_reference():
     assert entry["stock_problem"].startswith("stock's design space failed for fused_x")
     assert entry["equal_time_latency_ratio"] is None and entry["stock_final_ms"] is None
     assert entry["best_config"] == "a" and entry["untuned_speedup"] == 4.0 and entry["best_ms_at_300s"] is None
+
+
+def test_trials_by_counts_a_committed_runs_batches():
+    """The checkpoints' trial counts read today's event fields: a committed H200 run's 18 batches of 16."""
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    from experiments import read_events
+
+    anytime = _bench_module()
+    events = read_events(os.path.join(ROOT, "bench", "results", "2026-12-01-h200-mlp-anytime",
+                                      "20261201-152349-mlp-0b25.jsonl.gz"))
+    batches = [e for e in events if e["kind"] == "batch"]
+    assert len(batches) == 18
+    assert anytime.trials_by(batches, batches[-1]["t"]) == 288
+    assert anytime.trials_by(batches, batches[0]["t"] - 1) == 0
+    assert anytime.trials_by(batches, batches[3]["t"]) == 64
