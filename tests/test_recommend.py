@@ -42,7 +42,7 @@ def test_differences_within_the_noise_are_not_a_finding() -> None:
 
 def test_points_timed_on_a_busy_machine_are_named() -> None:
     rec = recommend_tuning_slice(_sweep([1.0, 2.0, 1.5, 2.5], [0.01] * 4, busy=[0.0, 0.1, 1.3, 0.0]))
-    assert rec.busy == (50,) and "1 of 4 timing was taken while other processes kept the machine busy" in rec.sentence
+    assert rec.busy == (50,) and "1 of 4 timings was taken while other processes kept the machine busy" in rec.sentence
     assert "up to 1.3 cores, at 50%" in rec.sentence
     assert recommend_tuning_slice(SWEEP).busy == ()  # older sweeps have no busy column
 

@@ -122,8 +122,8 @@ def recommend_tuning_slice(sweep: pd.DataFrame) -> Recommendation | None:
         sentence, choice = f"{head}{tail}.", True
     if len(busy):
         most = float(pd.to_numeric(busy["busy_cores"]).max())
-        were = "timing was" if len(busy) == 1 else "timings were"
-        sentence += (f" {len(busy)} of {len(sweep)} {were} taken while other processes kept the machine busy "
+        were = "was" if len(busy) == 1 else "were"
+        sentence += (f" {len(busy)} of {len(sweep)} timings {were} taken while other processes kept the machine busy "
                      f"(up to {most:.1f} cores, at {', '.join(map(str, busy_at))}%): they may be noise.")
     return Recommendation(int(best), float(worst[best]), worst_at, ratio, worst, sentence, choice, busy_at)
 
