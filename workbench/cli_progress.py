@@ -15,6 +15,7 @@ from typing import IO, Any
 
 SHARD_KINDS = ("shard_planned", "shard_started", "batch", "shard_finished", "shard_failed")
 REDRAW_S = 0.1  # at most this often the bars are recomputed from Run.progress()
+ENDED = ("finished", "failed", "stopped")  # a shard's states after which its bar is closed
 
 
 def wants_bars(stream: IO[str]) -> bool:
@@ -41,7 +42,8 @@ class PlainLines:
 
 
 class ShardBars:
-    """One tqdm bar per (tuning slice, shard) and one for all of them, kept at their last state when closed."""
+    """One tqdm bar per (tuning slice, shard) and one for all of them. A shard's bar is closed when the shard
+    ends, so that its last state (count, time, rate) stays as a line above the bars still moving."""
 
     def __init__(self, stream: IO[str] | None = None) -> None:
         from tqdm import tqdm
@@ -51,6 +53,7 @@ class ShardBars:
         self._width = _width(self.stream)
         self.total: Any = None
         self.bars: dict[tuple[int, int], Any] = {}
+        self.ended: set[tuple[int, int]] = set()  # shards whose bars are closed
         self._drawn = 0.0
 
     def event(self, event: dict[str, Any], line: str | None, progress: Callable[[], Any]) -> None:
@@ -70,6 +73,8 @@ class ShardBars:
             done, budget = done + n, budget + max(total, n)
             if self.total is None:  # above the shards' bars
                 self.total = self._bar("all shards", 0, 0)
+            if key in self.ended:
+                continue
             bar = self.bars.get(key)
             if bar is None:
                 bar = self.bars[key] = self._bar(f"slice {key[0]} % shard {key[1]}", n, total)
@@ -80,7 +85,11 @@ class ShardBars:
             if est is not None and est == est:
                 extra.append(f"est {est:.4g} us")
             bar.set_postfix_str(", ".join(extra), refresh=False)
-            bar.refresh()
+            if state in ENDED:  # its last state becomes a line above the live bars; its clock stops there
+                bar.close()
+                self.ended.add(key)
+            else:
+                bar.refresh()
         if self.total is not None:
             if not self.total.total and not self.total.n:  # its rate counts what is measured from now on
                 self.total.initial = self.total.n = done
@@ -95,9 +104,11 @@ class ShardBars:
     def close(self, progress: Any | None = None) -> None:
         if progress is not None:
             self.update(progress)
-        for bar in [self.total, *self.bars.values()]:
-            if bar is not None:
+        for key, bar in self.bars.items():
+            if key not in self.ended:
                 bar.close()
+        if self.total is not None:
+            self.total.close()
 
 
 def _width(stream: IO[str]) -> dict[str, Any]:
