@@ -50,4 +50,5 @@ def ran_html(run: "engine.Run") -> str:
         text = ran_text(run.spec, run.plan, run.sweep, run.results)
     except (KeyError, TypeError, ValueError) as err:  # a damaged plan does not stop the panel
         text = f"ran: unknown ({err})"
-    return f"<div class='wb-ran' style='font-size:90%;color:#555'>{html.escape(text)}</div>"
+    # the newline puts it on a line of its own in Panel.snapshot()'s text (HTML ignores it)
+    return f"<div class='wb-ran' style='font-size:90%;color:#555'>\n{html.escape(text)}</div>"
