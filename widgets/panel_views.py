@@ -18,7 +18,7 @@ from .tasks import plan_html
 
 ACTIVE = ("running", "starting")
 RESULT_COLUMNS = ("tuned_at", "tuned_ms", "untuned_ms", "speedup", "verdict", "kept", "match", "tasks_tuned",
-                  "tasks_total", "kept_default", "records")
+                  "tasks_total", "kept_default", "records", "busy_cores")
 
 
 def result_line(results: pd.DataFrame) -> tuple[str, bool]:
