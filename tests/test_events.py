@@ -59,3 +59,18 @@ def test_committed_logs_read_as_known_events_in_todays_names():
         for e in events:
             if isinstance(e, ev.Batch):  # trials_done, shard_trials_done and trials_budget, by their scoped names
                 assert 0 < e.task_trials <= e.shard_trials and e.shard_trial_budget > 0, (path, e)
+
+
+def test_timings_read_from_older_logs_have_no_busy_reading_and_say_their_spread():
+    """Lines written before `busy_cores` and `stands_for` existed read with their defaults; the lines a person
+    reads give each latency its IQR, and warn only where a busy machine was measured."""
+    old = parse({"t": 1.0, "kind": "timed", "source": "supervisor", "tuned_at": 50, "tuned_ms": 0.412,
+                 "tuned_iqr_ms": 0.01, "untuned_ms": 0.5, "untuned_iqr_ms": 0.02, "speedup": 1.21, "verdict": "faster"})
+    assert isinstance(old, ev.Timed) and old.busy_cores is None
+    assert describe(old) == ("slice 50 %: latency 0.412 ms ± 0.010 (IQR) tuned vs 0.500 ms ± 0.020 (IQR) untuned "
+                             "(1.21x)")
+    point = parse({"t": 1.0, "kind": "sweep_point", "tuned_at": 50, "inferred_at": 30, "latency_ms_median": 33.4,
+                   "latency_ms_iqr": 0.2})
+    assert isinstance(point, ev.SweepPoint) and point.stands_for == [] and "busy" not in describe(point)
+    busy = ev.Timed(tuned_at=50, tuned_ms=194.5, untuned_ms=200.0, speedup=1.03, busy_cores=1.3)
+    assert describe(busy).endswith("; machine busy while timing: other processes used 1.3 cores; numbers may be noisy")

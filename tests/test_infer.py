@@ -1,4 +1,6 @@
 """How `workbench.infer` times a compiled model."""
+import os
+
 from workbench.infer import repeats_for
 
 
@@ -67,3 +69,37 @@ def test_a_match_of_constant_outputs_is_called_inconclusive(tmp_path):
     by = _verify(tmp_path, {"tuned": _compiled(tmp_path, "zero2", zero), "untuned": ref}, ref)
     assert by["tuned"]["match"] is None and "inconclusive" in by["tuned"]["match_note"]
     assert by["tuned"]["max_abs_err"] == 0.0
+
+
+def test_timing_says_when_other_processes_kept_the_machine_busy(tmp_path):
+    """A process spinning a core while a real model is timed shows up as the cores others used meanwhile
+    (the machine's busy time less the timing process's own), and the timing's line warns of it."""
+    import subprocess
+    import sys
+    import time
+
+    from tvm import relax
+
+    from workbench.event_types import SweepPoint
+    from workbench.events import describe
+    from workbench.infer import run
+    from workbench.noise import BUSY_CORES, CpuWatch
+
+    lib = _compiled(tmp_path, "relu", relax.op.nn.relu)
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.5)  # spinning before the window opens
+        with CpuWatch() as outer:
+            by = {r["name"]: r for r in run({"device": "cpu", "libs": {"tuned": lib}, "reference": None,
+                                             "input_shape": [4, 8], "dtype": "float32", "repeat": 15,
+                                             "min_repeat_ms": 40, "time_budget_s": 10.0})}
+    finally:
+        spinner.kill()
+        spinner.wait()
+    busy, window = by["tuned"]["busy_cores"], by["tuned"]["timing_s"]
+    assert window > 0.5 and busy is not None and BUSY_CORES < busy <= len(os.sched_getaffinity(0)) + 0.1, by["tuned"]
+    assert outer.others_cores > BUSY_CORES  # the whole call, too
+    line = describe(SweepPoint(tuned_at=50, inferred_at=50, latency_ms_median=by["tuned"]["latency_ms_median"],
+                               latency_ms_iqr=by["tuned"]["latency_ms_iqr"], busy_cores=busy))
+    assert " ms ± " in line and "(IQR)" in line
+    assert f"machine busy while timing: other processes used {busy:.1f} cores; numbers may be noisy" in line

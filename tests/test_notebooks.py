@@ -112,8 +112,9 @@ def test_slices_and_latency(tmp_path, monkeypatch) -> None:
     assert len(heat["z"]) == 2 and all(len(row) == 2 for row in heat["z"])  # tuned at 50, 100 x inferred 50, 100
     assert all(v is not None and v > 0 for row in heat["z"] for v in row)
     recs = [m["state"]["value"] for m in state.values() if "wb-rec" in m["state"].get("_dom_classes", [])]
-    assert recs and "Recommended tuning slice" in recs[0]
-    assert re.search(r"Tune at (50|100)%", _text(nb))
+    # two models within the timing noise of each other leave nothing to choose, and say so
+    assert recs and re.search(r"Recommended tuning slice|nothing to choose", recs[0])
+    assert re.search(r"Tune at (50|100)%|nothing to choose", _text(nb))
     assert _has_dataframe(nb, "latency_ms_median")
     assert took < 240
 

@@ -180,3 +180,46 @@ def test_the_cli_ends_quietly_when_its_reader_closes_the_pipe():
     proc.stdout.close()
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=60) == 0 and "Traceback" not in err, err
+
+
+def test_cpu_slices_of_one_core_count_are_swept_once():
+    """On 2 cores 10, 20, 30, 50 and 70 % are all 1 core: one timing stands for them all (the one nearest the
+    share it gets, 50 %), where before each was swept as a slice of its own. A GPU's MPS slices stay apart."""
+    from workbench.slices import SliceHost
+    from workbench.sweep import sweep_points
+
+    two = SliceHost("cpu", (0, 1))
+    assert sweep_points([10, 20, 30, 50, 70, 100], two) == [(50, (10, 20, 30, 50, 70)), (100, (100,))]
+    assert sweep_points([100, 10, 30], two) == [(30, (10, 30)), (100, (100,))]
+    assert sweep_points([10, 50, 100], SliceHost("cuda", (0, 1))) == [(10, (10,)), (50, (50,)), (100, (100,))]
+    sixteen = SliceHost("cpu", tuple(range(16)))
+    assert [p for p, _ in sweep_points([10, 20, 30, 50, 70, 100], sixteen)] == [10, 20, 30, 50, 70, 100]
+
+
+def test_the_plan_says_before_the_run_when_slices_share_their_cores():
+    from workbench import launch
+    from workbench.hardware import Hardware
+
+    spec = TuneSpec(model="mlp-small", target="cpu", slices=(25, 50, 100), sweep_slices=(10, 30, 100))
+    notes = launch.plan_run(spec, hw=Hardware(2))["notes"]
+    assert len(notes) == 2
+    assert notes[0].startswith("tuning slices 25, 50 % are both 1 of 2 cores: each is tuned, on the same number of "
+                               "cores"), notes
+    assert notes[1].startswith("sweep slices 10, 30 % are both 1 of 2 cores: timed once, as 30 %"), notes
+    assert launch.plan_run(spec.replace(slices=(50, 100), sweep_slices=()), hw=Hardware(2))["notes"] == []
+
+
+def test_a_later_sweep_point_replaces_those_it_stands_for(tmp_path):
+    """A sweep of 10 % (before merging) then one of 10-70 % timed once as 50 %: the table keeps the later point."""
+    import workbench as wb
+    from fake_engine import make_run
+    from workbench import event_types as ev
+    from workbench.events import EventWriter
+
+    run_id = make_run(str(tmp_path))
+    writer = EventWriter(str(tmp_path / "runs" / run_id / "events.jsonl"), "sweep")
+    writer.emit(ev.SweepPoint(tuned_at=50, inferred_at=10, latency_ms_median=109.0))
+    writer.emit(ev.SweepPoint(tuned_at=50, inferred_at=100, latency_ms_median=20.0))
+    writer.emit(ev.SweepPoint(tuned_at=50, inferred_at=50, latency_ms_median=33.4, stands_for=[10, 20, 30, 50, 70]))
+    sweep = wb.open_run(run_id, str(tmp_path)).sweep
+    assert sweep[["inferred_at", "latency_ms_median"]].values.tolist() == [[50, 33.4], [100, 20.0]]

@@ -27,7 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 ENGINE_API = {  # what widgets/engine.py may take from the engine
     "workbench": {"cli"}, "workbench.budget": {"describe"}, "workbench.hardware": {"Hardware", "detect"},
     "workbench.event_types": {"FAILURES"}, "workbench.events": {"describe"},
-    "workbench.launch": {"tune"}, "workbench.models": {"ModelInfo", "list_models"},
+    "workbench.launch": {"tune"}, "workbench.models": {"ModelInfo", "list_models"}, "workbench.noise": {"busy_warning"},
+    "workbench.recommend": {"Recommendation", "recommend_tuning_slice", "slowdown_matrix", "stands_for"},
     "workbench.run": {"Run", "list_runs", "open_run"},
     "workbench.spec": {"COST_MODELS", "DEFAULT_SWEEP", "STRATEGIES", "TARGETS", "Slice", "SpecError", "TuneSpec",
                        "parse_slices"},

@@ -1,71 +1,16 @@
-"""Pure pandas helpers behind the panel: the tuning-slice recommendation, bounded series, text formats.
+"""Pure pandas helpers behind the panel: bounded series, phase spans, text formats; the tuning-slice
+recommendation is the engine's (`workbench.recommend`, shared with the CLI), named here for the panel.
 
 Nothing here touches widgets, files or processes, so everything is easy to test on hand-made frames.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import pandas as pd
 
-from .engine import fmt_seconds, fmt_us, time_unit  # noqa: F401 - the panel's names for them
-
-SWEEP_COLUMNS = ("tuned_at", "inferred_at", "latency_ms_median")
-
-
-@dataclass(frozen=True)
-class Recommendation:
-    """Which slice to tune at so that the tuned model is never far from the best one, whatever it runs on."""
-
-    tuned_at: int
-    worst_slowdown: float
-    worst_inferred_at: int
-    slowdown: pd.DataFrame  # tuned_at x inferred_at: latency / best latency at that inferred_at
-    worst: pd.Series  # tuned_at -> worst slowdown across the inference slices
-    sentence: str
-
-
-def slowdown_matrix(sweep: pd.DataFrame) -> pd.DataFrame:
-    """tuned_at x inferred_at table of latency divided by the best latency (over all tuned_at) per inferred_at."""
-    missing = [c for c in SWEEP_COLUMNS if c not in sweep.columns]
-    if missing:
-        raise ValueError(f"sweep table lacks column(s) {', '.join(missing)}")
-    df = sweep.dropna(subset=list(SWEEP_COLUMNS))
-    if not len(df):
-        return pd.DataFrame()
-    m = df.pivot_table(index="tuned_at", columns="inferred_at", values="latency_ms_median", aggfunc="median")
-    m = m.sort_index().sort_index(axis=1)
-    return m / m.min(axis=0)
-
-
-def recommend_tuning_slice(sweep: pd.DataFrame) -> Recommendation | None:
-    """The tuned_at whose worst-case slowdown across inference slices is smallest (None without data).
-
-    Only inference slices measured for every tuned model are compared, so that a model is not favoured
-    for having fewer measurements. Ties go to the smaller mean slowdown, then to the smaller slice.
-    """
-    ratio = slowdown_matrix(sweep)
-    if ratio.empty:
-        return None
-    complete = ratio.dropna(axis=1, how="any")
-    basis = complete if complete.shape[1] else ratio
-    worst = basis.max(axis=1, skipna=True)
-    mean = basis.mean(axis=1, skipna=True)
-    order = sorted(worst.index, key=lambda t: (round(float(worst[t]), 9), float(mean[t]), t))
-    best = order[0]
-    worst_at = int(basis.loc[best].idxmax())
-    lo, hi = int(min(basis.columns)), int(max(basis.columns))
-    span = f"{lo}%" if lo == hi else f"{lo}-{hi}%"
-    others = [t for t in order[1:]]
-    tail = ""
-    if others:
-        runner_up = others[0]
-        tail = f"; the next best, tuned at {int(runner_up)}%, is up to {float(worst[runner_up]):.2f}x slower"
-    sentence = (f"Tune at {int(best)}%: on every inference slice from {span} its model is at most "
-                f"{float(worst[best]):.2f}x slower than the best model for that slice (worst at {worst_at}%)"
-                f"{tail}.")
-    return Recommendation(int(best), float(worst[best]), worst_at, ratio, worst, sentence)
+from .engine import (Recommendation, fmt_seconds, fmt_us, recommend_tuning_slice,  # noqa: F401 - the panel's names
+                     slowdown_matrix, time_unit)
 
 
 def downsample(df: pd.DataFrame, max_points: int) -> pd.DataFrame:

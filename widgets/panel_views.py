@@ -13,11 +13,12 @@ from . import engine
 from .analysis import fmt_seconds, recommend_tuning_slice
 from .engine import FAILURES, describe
 from .figures import make_sweep_figure, update_sweep_figure
+from .ran import ran_html
 from .tasks import plan_html
 
 ACTIVE = ("running", "starting")
 RESULT_COLUMNS = ("tuned_at", "tuned_ms", "untuned_ms", "speedup", "verdict", "kept", "match", "tasks_tuned",
-                  "tasks_total", "kept_default", "records")
+                  "tasks_total", "kept_default", "records", "busy_cores")
 
 
 def result_line(results: pd.DataFrame) -> tuple[str, bool]:
@@ -91,7 +92,7 @@ class RunViews:
         value = f"<div style='border-left:4px solid {color};padding:2px 8px'>{' · '.join(parts)}</div>"
         if self._status.value != value:
             self._status.value = value
-        plan = plan_html(run.plan.get("budget"), active=status in ACTIVE)
+        plan = plan_html(run.plan.get("budget"), active=status in ACTIVE) + ran_html(run)
         if self._plan.value != plan:
             self._plan.value = plan
 
@@ -139,18 +140,17 @@ class RunViews:
             self._sweep_box.children = (self.sweep_figure, self._recommendation)
         self._rec = recommend_tuning_slice(df)
         n_sweep = len(self.sweep_figure.data)
-        self._sweep_z = update_sweep_figure(self.sweep_figure, df, self._rec)
+        chosen = self._rec if self._rec is not None and self._rec.choice else None  # no outline without a choice
+        self._sweep_z = update_sweep_figure(self.sweep_figure, df, chosen)
         if len(self.sweep_figure.data) != n_sweep:
             persist(self.sweep_figure)  # as for the live figure: new traces must survive a late view
         self._sweep_box.layout.display = ""
         if self._rec is None:
             self._recommendation.value = ""
         else:
-            extra = "" if len(self._rec.slowdown.index) > 1 else \
-                " (only one tuning slice was swept, so there is no choice to make yet)"
-            self._recommendation.value = (f"<div style='padding:4px 8px;background:#fff8e1'><b>Recommended tuning "
-                                          f"slice: {self._rec.tuned_at}%</b>. {html.escape(self._rec.sentence)}"
-                                          f"{html.escape(extra)}</div>")
+            head = f"Recommended tuning slice: {self._rec.tuned_at}%" if self._rec.choice else "Tuning slice"
+            self._recommendation.value = (f"<div style='padding:4px 8px;background:#fff8e1'><b>{head}</b>. "
+                                          f"{html.escape(self._rec.sentence)}</div>")
 
     def _update_errors(self, run: "engine.Run") -> None:
         errs = run.typed_events(*FAILURES)

@@ -11,6 +11,7 @@ from . import budget
 from .event_types import (FAILURES, Event, IntrinsicsLoaded, Launched, ShardPlanned, SweepFinished, SweepStarted,
                           Telemetry, Unknown)
 from .events import describe, parse
+from .noise import busy_warning, fmt_timing, is_busy
 from .procs import ProcessError
 from .spec import SpecError, TuneSpec, cli_options
 from .task_table import SORTS
@@ -64,8 +65,25 @@ def start_tune(args: argparse.Namespace, home: str | None) -> Run:
     if spec.exposed:
         print(f"WARNING: servers will listen on {spec.host}: anyone who can reach that address can run code "
               "on them", file=sys.stderr)
+    for note in _slice_notes(spec):  # said before anything starts
+        print(f"note: {note}", flush=True)
     return tune(spec, home=home, runner=args.runner, builder=args.builder, sessions=args.sessions,
                    first_round=args.first_round)
+
+
+def _slice_notes(spec: TuneSpec) -> list[str]:
+    """What the plan will note about CPU slices that share a core count (`slices.slice_notes`)."""
+    from .hardware import detect, resolve_target
+    from .slices import slice_notes
+
+    if spec.tracker:
+        return []
+    hw = detect()
+    try:
+        kind = resolve_target(spec.target, hw)
+    except SpecError:  # the plan says why, with the field
+        return []
+    return slice_notes(spec.slices, spec.sweep_slices, kind, hw.ncores)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -84,6 +102,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run")
     p.add_argument("--sort", default="share", choices=sorted(SORTS), help="order of the per-task table")
     p.add_argument("--all-tasks", action="store_true", help="list every task (default: the top 15)")
+    p.add_argument("--follow", action="store_true", help="print the run's progress from its start, live until it "
+                                                         "ends (bars on a terminal), then its results")
     p = sub.add_parser("resume", help="continue a stopped or partial run")
     p.add_argument("run")
     p = sub.add_parser("stop", help="stop a running run now (resumable)")
@@ -106,18 +126,23 @@ def format_event(e: dict[str, Any] | Event) -> str | None:
 
 
 def _follow(run, replay: bool = True) -> int:
-    """Print the run's events as they come (from the start, or only new ones), then its results."""
+    """Print the run's events as they come (from the start, or only new ones), then its results: on a terminal
+    with a progress bar per shard and a total (`cli_progress`), elsewhere as plain lines."""
+    from .cli_progress import printer
+
     skip = 0 if replay else run.event_count
+    out = printer()
     try:
         for i, event in enumerate(run.follow()):
-            line = format_event(event) if i >= skip else None
-            if line:
-                print(line, flush=True)
+            if i >= skip:
+                out.event(event, format_event(event), run.progress)
     except KeyboardInterrupt:
+        out.close()
         print("stopping ...", flush=True)
         run.stop()
         print(f"run {run.id}: {run.status}")
         return 130
+    out.close(run.progress())
     _print_results(run)
     return 0 if run.status in ("done", "partial") else 1
 
@@ -152,13 +177,57 @@ def _print_results(run, sort: str = "share", every: bool = False) -> None:
                   + task_lines(part, sort, every))
         res = run.results
         if len(res):
-            cols = [c for c in ("tuned_at", "model", "target", "tuned_ms", "untuned_ms", "speedup", "verdict", "kept",
-                                "match", "trials_measured", "tasks_tuned", "kept_default", "tasks_total") if c in res]
-            print("\nresults:\n" + res[cols].to_string(index=False, float_format=lambda v: f"{v:.4g}"))
-        sweep = run.slice_matrix()
+            print("\nresults:\n" + results_table(res))
+            for line in busy_lines(res, "tuned_at", "slice {} %"):
+                print(line)
+        sweep = run.sweep
         if len(sweep):
-            print("\nlatency (ms), tuned at (rows) x inferred at (columns):\n" + sweep.to_string(float_format=lambda v: f"{v:.4g}"))
+            print("\n" + sweep_lines(sweep, run.plan))
     print(f"\nrun {run.id}: {run.status} - folder {run.dir}")
+
+
+def _spread(ms: Any, iqr: Any, short: bool = False) -> str:
+    return fmt_timing(ms, iqr if iqr == iqr else None, short) if ms is not None and ms == ms else "-"
+
+
+def results_table(res) -> str:
+    """The results rows with each latency as median ± IQR."""
+    res = res.assign(tuned=[_spread(m, i) for m, i in zip(res.tuned_ms, res.get("tuned_iqr_ms", [None] * len(res)))],
+                     untuned=[_spread(m, i) for m, i in zip(res.untuned_ms,
+                                                            res.get("untuned_iqr_ms", [None] * len(res)))])
+    cols = [c for c in ("tuned_at", "model", "target", "tuned", "untuned", "speedup", "verdict", "kept", "match",
+                        "trials_measured", "tasks_tuned", "kept_default", "tasks_total") if c in res]
+    return res[cols].to_string(index=False, float_format=lambda v: f"{v:.4g}")
+
+
+def busy_lines(df, key: str, label: str) -> list[str]:
+    """A warning per row timed while the machine was busy (its `busy_cores` above noise.BUSY_CORES)."""
+    if "busy_cores" not in df:
+        return []
+    return [f"WARNING: {label.format(int(row[key]))}: {busy_warning(row['busy_cores'])}"
+            for row in df.to_dict("records") if is_busy(row.get("busy_cores"))]
+
+
+def sweep_lines(sweep, plan: dict) -> str:
+    """The sweep as a tuned-at x inferred-at table of median ± IQR, what merged slices stand for, busy
+    warnings and the recommendation."""
+    from .recommend import recommend_tuning_slice, stands_for
+
+    cells = sweep.assign(cell=[_spread(m, i, short=True) for m, i in zip(
+        sweep.latency_ms_median, sweep.get("latency_ms_iqr", [None] * len(sweep)))])
+    table = cells.pivot_table(index="tuned_at", columns="inferred_at", values="cell", aggfunc="last")
+    lines = ["latency (ms, median ± IQR), tuned at (rows) x inferred at (columns):", table.to_string()]
+    target = plan.get("target") or {}
+    lines += [f"on this CPU {s}" for s in stands_for(sweep, target.get("num_cores") if target.get("kind") != "cuda"
+                                                      else None)]
+    busy = sweep.assign(label=[f"sweep tuned at {t} %, inferred at {i} %" for t, i in zip(sweep.tuned_at,
+                                                                                          sweep.inferred_at)])
+    lines += [f"WARNING: {row['label']}: {busy_warning(row['busy_cores'])}" for row in busy.to_dict("records")
+              if "busy_cores" in busy and is_busy(row.get("busy_cores"))]
+    rec = recommend_tuning_slice(sweep)
+    if rec is not None:
+        lines.append(f"recommendation: {rec.sentence}")
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -204,6 +273,8 @@ def dispatch(args: argparse.Namespace) -> int:
         print(f"plan: {budget.describe(run.plan['budget'])}", flush=True)
         return 0 if args.detach else _follow(run)
     run = open_run(args.run, home)
+    if args.command == "show" and args.follow:
+        return _follow(run)
     if args.command == "show":
         import pandas as pd
 
@@ -235,12 +306,16 @@ def dispatch(args: argparse.Namespace) -> int:
         print(f"run {run.id}: finishing (tuning ends now)", flush=True)
         return _follow(run, replay=False)
     if args.command == "sweep":
+        from .slices import slice_notes
         from .spec import parse_slices
         from .sweep import sweep_run
 
         slices = parse_slices(args.slices, "slices")
         if run.status == "running":
             raise SpecError("run", f"run {run.id} is still running; sweep it when it has finished")
+        note = slice_notes((), slices, run.plan["target"]["kind"], len(os.sched_getaffinity(0)))
+        for line in note:
+            print(f"note: {line}", flush=True)
         df = sweep_run(run.dir, list(slices))
         print(df.to_string(index=False))
         _print_results(run)

@@ -294,7 +294,8 @@ class Verified(SliceEvent):
 
 @dataclass(frozen=True, kw_only=True)
 class Timed(SliceEvent):
-    """Tuned and untuned builds timed; `verdict`: faster, slower or within noise; `kept`: tuned or untuned."""
+    """Tuned and untuned builds timed; `verdict`: faster, slower or within noise; `kept`: tuned or untuned;
+    `busy_cores`: the most other processes kept busy on average while either was timed (None: not measured)."""
     KIND = "timed"
     tuned_ms: float
     untuned_ms: float
@@ -307,11 +308,14 @@ class Timed(SliceEvent):
     records: int = 0
     tuned_repeats: int | None = None
     untuned_repeats: int | None = None
+    busy_cores: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
 class SweepPoint(Event):
-    """The model tuned at `tuned_at` timed on the slice `inferred_at`."""
+    """The model tuned at `tuned_at` timed on the slice `inferred_at`; on a CPU that point also stands for the
+    other requested slices of the same core count (`stands_for`, all of them; empty in older logs: just
+    `inferred_at`). `busy_cores`: what other processes kept busy on average while it was timed."""
     KIND = "sweep_point"
     tuned_at: int
     inferred_at: int
@@ -323,6 +327,8 @@ class SweepPoint(Event):
     slice_applied: bool | None = None
     slicing: str | None = None
     reason: str = ""
+    stands_for: list[int] = _list()
+    busy_cores: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -18,6 +18,7 @@ from .event_types import (KINDS, Batch, Compiled, DefaultsTimed, Error, Event, F
                           IntrinsicsLoaded, Launched, Merged, MpsStatus, Phase, RunFinished, RunStarted, ServerLost,
                           ServerReady, ShardFailed, ShardFinished, ShardPlanned, ShardStarted, SliceEvent, StageSkipped,
                           SweepFinished, SweepPoint, SweepStarted, TaskSkipped, Telemetry, Timed, Unknown, Verified)
+from .noise import busy_warning, fmt_timing, is_busy
 from .units import fmt_us
 
 EVENTS_FILE = "events.jsonl"
@@ -202,14 +203,19 @@ def describe(e: Event) -> str:
                 return f"{at}outputs not compared: {e.match_note}"
             return f"{at}outputs match untuned build: {e.match} (max abs err {err}{span})"
         case Timed():
-            noise = max(e.tuned_iqr_ms or 0.0, e.untuned_iqr_ms or 0.0)
-            line = (f"{at}latency {e.tuned_ms:.4g} ms tuned vs {e.untuned_ms:.4g} ms untuned ({e.speedup:.2f}x, "
-                    f"IQR up to {noise:.2g} ms)")
+            line = (f"{at}latency {fmt_timing(e.tuned_ms, e.tuned_iqr_ms)} tuned vs "
+                    f"{fmt_timing(e.untuned_ms, e.untuned_iqr_ms)} untuned ({e.speedup:.2f}x)")
             if e.verdict == "slower":
-                return line + ": the tuned build is slower, so the untuned build is kept"
-            return line + (": within noise" if e.verdict == "within noise" else "")
+                line += ": the tuned build is slower, so the untuned build is kept"
+            elif e.verdict == "within noise":
+                line += ": within noise"
+            return line + (f"; {busy_warning(e.busy_cores)}" if is_busy(e.busy_cores) else "")
         case SweepPoint():
-            return f"sweep: tuned at {e.tuned_at}%, inferred at {e.inferred_at}%: {e.latency_ms_median:.3f} ms"
+            stands = [p for p in e.stands_for if p != e.inferred_at]
+            also = f" (stands for {', '.join(map(str, e.stands_for))}%: the same cores)" if stands else ""
+            busy = f"; {busy_warning(e.busy_cores)}" if is_busy(e.busy_cores) else ""
+            return (f"sweep: tuned at {e.tuned_at}%, inferred at {e.inferred_at}%{also}: "
+                    f"{fmt_timing(e.latency_ms_median, e.latency_ms_iqr)}{busy}")
         case Launched():
             return "supervisor launched" + (" to resume" if e.resume else "")
         case RunStarted():

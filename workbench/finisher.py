@@ -10,6 +10,7 @@ from . import diskspace, store
 from .event_types import Compiled, DefaultsTimed, Merged, Timed, Verified
 from .events import EventReader, EventWriter
 from .hardware import TargetSpec
+from .noise import verdict
 from .shards import Shard
 from .slices import SliceHost
 from .spec import TuneSpec
@@ -27,14 +28,6 @@ def measured_defaults(run_dir: str, tuned_at: int) -> dict[str, float | None]:
         if isinstance(e, DefaultsTimed) and e.tuned_at == tuned_at:
             out.update(e.defaults_us)
     return out
-
-
-def verdict(tuned_ms: float, tuned_iqr: float, untuned_ms: float, untuned_iqr: float) -> str:
-    """'faster', 'slower' or 'within noise': the medians differ by more than the larger IQR, or not."""
-    noise = max(tuned_iqr, untuned_iqr)
-    if abs(tuned_ms - untuned_ms) <= noise:
-        return "within noise"
-    return "faster" if tuned_ms < untuned_ms else "slower"
 
 
 def finish_stage(run_dir: str, spec: TuneSpec, target: TargetSpec, tuned_at: int, shards: list[Shard],
@@ -78,6 +71,7 @@ def finish_stage(run_dir: str, spec: TuneSpec, target: TargetSpec, tuned_at: int
                          rel_err=t.get("rel_err"), finite=t.get("finite"), input=t.get("input", ""),
                          output_range=t.get("output_range", []), match_note=t.get("match_note", "")))
     said = verdict(t["latency_ms_median"], t["latency_ms_iqr"], u["latency_ms_median"], u["latency_ms_iqr"])
+    busy = max((r["busy_cores"] for r in (t, u) if r.get("busy_cores") is not None), default=None)
     kept = "tuned"
     if said == "slower":  # never ship a model slower than the default build: the stage keeps the untuned one
         store.write_atomic(tuned, lambda tmp: shutil.copyfile(untuned_path, tmp))
@@ -86,13 +80,13 @@ def finish_stage(run_dir: str, spec: TuneSpec, target: TargetSpec, tuned_at: int
                       untuned_ms=u["latency_ms_median"], untuned_iqr_ms=u["latency_ms_iqr"],
                       speedup=u["latency_ms_median"] / t["latency_ms_median"], verdict=said, kept=kept,
                       sm_count=t.get("sm_count"), records=merged.records, tuned_repeats=t.get("repeats"),
-                      untuned_repeats=u.get("repeats")))
+                      untuned_repeats=u.get("repeats"), busy_cores=busy))
     row = {"tuned_at": tuned_at, "model": spec.model, "target": target.kind,
            "tuned_ms": t["latency_ms_median"], "tuned_iqr_ms": t["latency_ms_iqr"],
            "untuned_ms": u["latency_ms_median"], "untuned_iqr_ms": u["latency_ms_iqr"],
            "speedup": u["latency_ms_median"] / t["latency_ms_median"], "verdict": said, "kept": kept,
            "match": t.get("match"), "match_note": t.get("match_note", ""), "max_abs_err": t.get("max_abs_err"),
-           "records": merged.records,
+           "records": merged.records, "busy_cores": busy,
            "trials_measured": merged.records, "trials_asked": trials_asked, "finished_early": early,
            "tasks_tuned": sum(c.best_us is not None for c in choices), "kept_default": len(kept_default),
            "tasks_total": len(choices),

@@ -6,7 +6,8 @@ library, and times end-to-end inference. Prints one JSON object per library on s
 
 Each library is timed `repeat` times (15), or as many times as fit `time_budget_s` (10 s) but at
 least 5: TVM's untuned build of a model can take seconds per inference on a CPU, and 15 of those
-made the run's verifying phase outlast its tuning.
+made the run's verifying phase outlast its tuning. `busy_cores`: the cores other processes kept busy on
+average while a library was timed (`noise.CpuWatch`).
 """
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ import sys
 import time
 
 import numpy as np
+
+from .noise import CpuWatch
 
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
@@ -144,9 +147,11 @@ def run(job: dict) -> list[dict]:
                                         f"(range {output_range(ref_out)}) for every input tried")
         min_repeat_ms = job.get("min_repeat_ms", 50)
         repeat = repeats_for(one_ms, job.get("repeat", 15), min_repeat_ms, job.get("time_budget_s", 10.0))
-        ms_list = time_vm(vm, dev, x, repeat, min_repeat_ms)
+        with CpuWatch() as watch:  # what else ran meanwhile: a busy machine makes the numbers noise
+            ms_list = time_vm(vm, dev, x, repeat, min_repeat_ms)
         q1, med, q3 = np.percentile(ms_list, [25, 50, 75])
-        result.update(latency_ms_median=float(med), latency_ms_iqr=float(q3 - q1), latency_ms=ms_list, repeats=repeat)
+        result.update(latency_ms_median=float(med), latency_ms_iqr=float(q3 - q1), latency_ms=ms_list, repeats=repeat,
+                      busy_cores=watch.others_cores, timing_s=round(watch.seconds, 3))
         out.append(result)
         print(json.dumps(result), flush=True)
     return out

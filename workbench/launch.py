@@ -15,6 +15,7 @@ from .control import start_supervisor
 from .finisher import repair_databases
 from .options import EngineOptions
 from .shards import extract_tasks, plan_shards, task_info
+from .slices import slice_notes
 from .spec import SpecError, TuneSpec
 
 def plan_run(spec: TuneSpec, hw: Hardware | None = None, options: EngineOptions | None = None) -> dict:
@@ -41,9 +42,11 @@ def plan_run(spec: TuneSpec, hw: Hardware | None = None, options: EngineOptions 
     shards = plan_shards([by_name[n] for n in budget.tuned], spec.shards, budget.trials, per_task=budget.batch,
                          defaults=[by_name[n] for n in budget.default])
     tuned = set(budget.tuned)
+    notes = [] if spec.tracker else slice_notes(spec.slices, spec.sweep_slices, kind, tspec.num_cores)
     rows = [{**dataclasses.asdict(t), "cost": t.cost, "plan": "tune" if t.name in tuned else "default"} for t in tasks]
     return {"target": tspec.to_dict(), "tasks": rows, "budget": budget.to_dict(),
-            "shards": [s.to_dict() for s in shards], **options.resolved(kind).to_dict(), "gpus": gpus, "input_shape": list(model.input_shape), "dtype": model.dtype}
+            "shards": [s.to_dict() for s in shards], **options.resolved(kind).to_dict(), "gpus": gpus, "input_shape": list(model.input_shape), "dtype": model.dtype,
+            "notes": notes}
 
 
 def tune(spec: TuneSpec | None = None, *, home: str | None = None, runner: str | None = None,

@@ -291,13 +291,16 @@ class Run:
 
     @property
     def sweep(self) -> pd.DataFrame:
-        """Latency per (tuned_at, inferred_at) from the sweep_point events, live; the latest point wins."""
+        """Latency per (tuned_at, inferred_at) from the sweep_point events, live; the latest point wins, also over
+        an older one at a slice that a later point stands for (`stands_for`: a CPU's slices of one core count)."""
         cols = ["model", "tuned_at", "inferred_at", "latency_ms_median", "latency_ms_iqr", "sm_count", "cores",
-                "slice_applied", "slicing", "reason"]
+                "slice_applied", "slicing", "reason", "stands_for", "busy_cores"]
         points = [{c: getattr(e, c) for c in cols} for e in self._all(SweepPoint)]
         if not points:  # a folder written without sweep events: its sweep.csv, if any
             path = self.folder.file(store.SWEEP_FILE)
             return pd.read_csv(path) if os.path.exists(path) else pd.DataFrame(columns=cols)
+        last = {(p["tuned_at"], s): i for i, p in enumerate(points) for s in p["stands_for"] or [p["inferred_at"]]}
+        points = [p for i, p in enumerate(points) if last.get((p["tuned_at"], p["inferred_at"]), i) == i]
         df = pd.DataFrame(points).drop_duplicates(["tuned_at", "inferred_at"], keep="last")
         return df.sort_values(["tuned_at", "inferred_at"]).reset_index(drop=True)
 

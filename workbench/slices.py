@@ -73,3 +73,58 @@ def apply_slice(host: SliceHost, percent: int, index: int = 0, gpu: int | None =
     gpu = host.gpus[0] if gpu is None else gpu
     multi = len(set(host.gpus)) > 1 or len(host.uuids) > 1
     return gpu_binding(sl, host.daemons.get(gpu), host.uuids.get(gpu) if multi else None)
+
+
+@dataclass(frozen=True)
+class CoreGroup:
+    """Requested CPU slices that all come to the same number of cores: timing them apart measures nothing new."""
+
+    cores: int  # what each of `percents` gets
+    ncores: int  # of the host's
+    percents: tuple[int, ...]  # the requested percentages, ascending
+
+    @property
+    def percent(self) -> int:
+        """The one of `percents` that stands for the group: the nearest to the share it gets (the larger on a tie)."""
+        share = 100 * self.cores / self.ncores
+        return min(self.percents, key=lambda p: (abs(p - share), -p))
+
+    @property
+    def merged(self) -> bool:
+        return len(self.percents) > 1
+
+    def describe(self) -> str:
+        got = f"{self.cores} of {self.ncores} core{'s' if self.ncores > 1 else ''}"
+        if not self.merged:
+            return f"{self.percent} % is {got}"
+        return f"{', '.join(map(str, self.percents))} % are {'both' if len(self.percents) == 2 else 'all'} {got}"
+
+
+def core_groups(percents: list[int] | tuple[int, ...], ncores: int) -> list[CoreGroup]:
+    """`percents` grouped by the cores each gets on a host of `ncores` cores, fewest cores first."""
+    by: dict[int, list[int]] = {}
+    for p in percents:
+        by.setdefault(Slice(p).cores(ncores), []).append(p)
+    return [CoreGroup(n, ncores, tuple(sorted(set(ps)))) for n, ps in sorted(by.items())]
+
+
+def merge_note(percents: list[int] | tuple[int, ...], ncores: int, what: str) -> str:
+    """'' when each of `what` (e.g. "sweep slices") gets cores of its own, else the sentence that says which
+    share cores and what is done about it (a sweep times each core count once; tuning slices are each tuned)."""
+    groups = [g for g in core_groups(percents, ncores) if g.merged]
+    if not groups:
+        return ""
+    said = "; ".join(g.describe() + (f": timed once, as {g.percent} %" if what.startswith("sweep") else "")
+                     for g in groups)
+    if what.startswith("sweep"):
+        return f"{what} {said} (a CPU slice is a number of cores)"
+    return (f"{what} {said}: each is tuned, on the same number of cores, so their models differ by search noise "
+            "only (a CPU slice is a number of cores)")
+
+
+def slice_notes(slices: tuple[int, ...], sweep_slices: tuple[int, ...], target: str, ncores: int) -> list[str]:
+    """What the plan says before a run starts about CPU slices that share a core count (none on a GPU)."""
+    if target == "cuda":
+        return []
+    notes = (merge_note(slices, ncores, "tuning slices"), merge_note(sweep_slices, ncores, "sweep slices"))
+    return [n for n in notes if n]

@@ -14,7 +14,7 @@ from .events import EventWriter
 from .hardware import TargetSpec, detect
 from .mps import start_daemons
 from .procs import ManagedProcess, ProcessError, python_argv, tail
-from .slices import SliceHost, apply_slice
+from .slices import SliceHost, apply_slice, core_groups
 
 INFER_TIMEOUT_S = 600.0
 STOP_POLL_S = 0.2
@@ -76,9 +76,28 @@ def infer_at(run_dir: str, percent: int, libs: dict[str, str], model, target: Ta
     return rows
 
 
+def sweep_points(slices: list[int], host: SliceHost) -> list[tuple[int, tuple[int, ...]]]:
+    """(percent timed, the requested percents it stands for) in the order timed. On a CPU the slices that come
+    to the same number of cores are timed once (`slices.core_groups`); on a GPU every slice is its own."""
+    if host.target == "cuda":
+        return [(p, (p,)) for p in slices]
+    return [(g.percent, g.percents) for g in core_groups(slices, len(host.cores))]
+
+
+def covered(df: pd.DataFrame) -> set[tuple[int, int]]:
+    """(tuned_at, percent) of every requested slice that a sweep table's rows stand for."""
+    out = set()
+    for row in df.to_dict("records"):
+        stands = row.get("stands_for")
+        stands = stands if isinstance(stands, (list, tuple)) and stands else [row["inferred_at"]]
+        out.update((int(row["tuned_at"]), int(p)) for p in stands)
+    return out
+
+
 def sweep_run(run_dir: str, slices: list[int], host: SliceHost | None = None, events: EventWriter | None = None,
               should_stop: Callable[[], bool] = lambda: False) -> pd.DataFrame:
-    """Time every tuned model of a run at every slice; write sweep.csv and `sweep_point` events.
+    """Time every tuned model of a run at every slice (on a CPU, each distinct core count once: `sweep_points`);
+    write sweep.csv and `sweep_point` events.
 
     `host`: the supervisor's (its MPS daemons); None for a sweep of its own, which starts a daemon on the
     run's first GPU when a slice needs one and quits it at the end."""
@@ -105,7 +124,7 @@ def sweep_run(run_dir: str, slices: list[int], host: SliceHost | None = None, ev
     env = {k: v for k, v in os.environ.items() if not k.startswith("CUDA_MPS_")}
     rows = []
     try:
-        for percent in slices:
+        for percent, stands_for in sweep_points(slices, host):
             if should_stop():
                 break
             try:
@@ -116,7 +135,8 @@ def sweep_run(run_dir: str, slices: list[int], host: SliceHost | None = None, ev
                 row = {"model": spec.model, "tuned_at": int(r["name"]), "inferred_at": percent,
                        "latency_ms_median": r["latency_ms_median"], "latency_ms_iqr": r["latency_ms_iqr"],
                        "sm_count": r.get("sm_count"), "cores": r.get("cores"),
-                       "slice_applied": r["slice_applied"], "slicing": r["slicing"], "reason": r["reason"]}
+                       "slice_applied": r["slice_applied"], "slicing": r["slicing"], "reason": r["reason"],
+                       "stands_for": list(stands_for), "busy_cores": r.get("busy_cores")}
                 rows.append(row)
                 events.emit(SweepPoint(**row))
     finally:
@@ -126,7 +146,8 @@ def sweep_run(run_dir: str, slices: list[int], host: SliceHost | None = None, ev
     old = folder.file(store.SWEEP_FILE)
     if os.path.exists(old) and len(df):
         prev = pd.read_csv(old)
-        keep = ~prev.set_index(["tuned_at", "inferred_at"]).index.isin(df.set_index(["tuned_at", "inferred_at"]).index)
+        done = covered(df) | set(zip(df.tuned_at, df.inferred_at))
+        keep = [(int(t), int(i)) not in done for t, i in zip(prev.tuned_at, prev.inferred_at)]
         df = pd.concat([prev[keep], df], ignore_index=True)
     if len(df):
         store.write_atomic(old, lambda tmp: df.sort_values(["tuned_at", "inferred_at"]).to_csv(tmp, index=False))

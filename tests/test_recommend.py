@@ -1,0 +1,56 @@
+"""Reading a sweep (workbench/recommend.py): the recommendation says when there is nothing to choose, when the
+differences are within the timing noise (the IQRs the engine records with each timing), and when points were
+timed on a busy machine; what a CPU's merged slices stand for."""
+from __future__ import annotations
+
+import pandas as pd
+
+from fake_engine import SWEEP
+from workbench.recommend import recommend_tuning_slice, stands_for
+
+
+def _sweep(lat: list[float], iqr: list[float], busy: list[float] | None = None) -> pd.DataFrame:
+    df = pd.DataFrame({"tuned_at": [50, 50, 100, 100], "inferred_at": [50, 100, 50, 100],
+                       "latency_ms_median": lat, "latency_ms_iqr": iqr})
+    return df if busy is None else df.assign(busy_cores=busy)
+
+
+def test_one_tuning_slice_leaves_nothing_to_choose() -> None:
+    """Not 'at most 1.00x slower': with one tuned model there is no choice to make."""
+    one = pd.DataFrame({"tuned_at": [100, 100], "inferred_at": [50, 100], "latency_ms_median": [2.0, 1.0],
+                        "latency_ms_iqr": [0.1, 0.1]})
+    rec = recommend_tuning_slice(one)
+    assert rec.tuned_at == 100 and rec.choice is False
+    assert rec.sentence.startswith("Only one tuning slice: nothing to choose") and "1.00x" not in rec.sentence
+
+
+def test_differences_within_the_noise_are_not_a_finding() -> None:
+    """On a 2-core box both models time alike but for a spike whose IQR is as large as the gap: nothing to choose.
+    With tight IQRs the same medians make a recommendation."""
+    lat = [33.4, 20.0, 109.0, 20.2]  # the model tuned at 100 % timed 109 ms once at 50 %, with a wide spread
+    rec = recommend_tuning_slice(_sweep(lat, [2.0, 0.5, 80.0, 0.5]))
+    assert rec.choice is False and "within the measured noise (IQR)" in rec.sentence
+    assert "nothing to choose" in rec.sentence and "slower" not in rec.sentence
+    firm = recommend_tuning_slice(_sweep(lat, [0.1, 0.1, 0.1, 0.1]))
+    assert firm.choice is True and firm.tuned_at == 50 and "Tune at 50%" in firm.sentence
+    # the best model is within the noise of the fastest on every slice; the runner-up is not
+    close = recommend_tuning_slice(_sweep([1.0, 2.02, 1.5, 2.0], [0.01, 0.05, 0.01, 0.05]))
+    assert close.tuned_at == 50 and close.choice
+    assert "the fastest or within the timing noise (IQR) of the fastest" in close.sentence
+    assert "the next best, tuned at 100%, is up to 1.50x slower" in close.sentence
+
+
+def test_points_timed_on_a_busy_machine_are_named() -> None:
+    rec = recommend_tuning_slice(_sweep([1.0, 2.0, 1.5, 2.5], [0.01] * 4, busy=[0.0, 0.1, 1.3, 0.0]))
+    assert rec.busy == (50,) and "1 of 4 timings was taken while other processes kept the machine busy" in rec.sentence
+    assert "up to 1.3 cores, at 50%" in rec.sentence
+    assert recommend_tuning_slice(SWEEP).busy == ()  # older sweeps have no busy column
+
+
+def test_merged_slices_say_what_they_stand_for() -> None:
+    sweep = pd.DataFrame({"tuned_at": [50, 50], "inferred_at": [50, 100], "latency_ms_median": [2.0, 1.0],
+                          "stands_for": [[10, 20, 30, 50, 70], [100]], "cores": [[0], [0, 1]]})
+    assert stands_for(sweep, 2) == ["50 % (1 of 2 cores) stands for 10, 20, 30, 50, 70 %"]
+    from_csv = sweep.assign(stands_for=["[10, 20, 30, 50, 70]", "[100]"])  # as sweep.csv holds it
+    assert stands_for(from_csv, 2) == stands_for(sweep, 2)
+    assert stands_for(SWEEP) == []

@@ -1,0 +1,158 @@
+"""Reading a sweep (tuned-at x inferred-at latencies): which slice to tune at, and what its points stand for.
+
+Pure pandas on a sweep table (`Run.sweep`), shared by the CLI and the panel. Differences within the timing
+noise (each point's IQR, `noise.within_noise`) are not findings, and points timed while the machine was
+busy are named as such.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from .noise import BUSY_CORES, is_busy, within_noise
+
+SWEEP_COLUMNS = ("tuned_at", "inferred_at", "latency_ms_median")
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """Which slice to tune at so that the tuned model is never far from the best one, whatever it runs on.
+
+    `choice` is False when there is nothing to choose: one tuning slice, or every model within the noise of
+    the fastest on every inference slice. `busy`: the inference slices with a point timed on a busy machine."""
+
+    tuned_at: int
+    worst_slowdown: float
+    worst_inferred_at: int
+    slowdown: pd.DataFrame  # tuned_at x inferred_at: latency / best latency at that inferred_at
+    worst: pd.Series  # tuned_at -> worst slowdown across the inference slices
+    sentence: str
+    choice: bool = True
+    busy: tuple[int, ...] = ()
+
+
+def _table(sweep: pd.DataFrame, values: str) -> pd.DataFrame:
+    m = sweep.pivot_table(index="tuned_at", columns="inferred_at", values=values, aggfunc="median")
+    return m.sort_index().sort_index(axis=1)
+
+
+def slowdown_matrix(sweep: pd.DataFrame) -> pd.DataFrame:
+    """tuned_at x inferred_at table of latency divided by the best latency (over all tuned_at) per inferred_at."""
+    missing = [c for c in SWEEP_COLUMNS if c not in sweep.columns]
+    if missing:
+        raise ValueError(f"sweep table lacks column(s) {', '.join(missing)}")
+    df = sweep.dropna(subset=list(SWEEP_COLUMNS))
+    if not len(df):
+        return pd.DataFrame()
+    m = _table(df, "latency_ms_median")
+    return m / m.min(axis=0)
+
+
+def beyond_noise(sweep: pd.DataFrame) -> pd.DataFrame:
+    """tuned_at x inferred_at: True where the model is slower than that slice's fastest by more than the larger
+    of the two IQRs (a table without IQRs: wherever it is slower at all)."""
+    df = sweep.dropna(subset=list(SWEEP_COLUMNS))
+    lat = _table(df, "latency_ms_median")
+    iqr = _table(df, "latency_ms_iqr").reindex_like(lat) if "latency_ms_iqr" in df else lat * 0.0
+    out = lat.notna() & False
+    for s in lat.columns:
+        col = lat[s].dropna()
+        if not len(col):
+            continue
+        fastest = col.idxmin()
+        for t in col.index:
+            out.loc[t, s] = not within_noise(col[t], iqr.loc[t, s], col[fastest], iqr.loc[fastest, s])
+    return out
+
+
+def busy_points(sweep: pd.DataFrame) -> pd.DataFrame:
+    """The sweep's points timed while other processes kept more than BUSY_CORES busy."""
+    if "busy_cores" not in sweep or not len(sweep):
+        return sweep.iloc[0:0]
+    return sweep[[is_busy(v) for v in pd.to_numeric(sweep["busy_cores"], errors="coerce")]]
+
+
+def _span(columns) -> str:
+    lo, hi = int(min(columns)), int(max(columns))
+    return f"{lo}%" if lo == hi else f"{lo}-{hi}%"
+
+
+def recommend_tuning_slice(sweep: pd.DataFrame) -> Recommendation | None:
+    """The tuned_at whose worst-case slowdown beyond the noise, across inference slices, is smallest (None
+    without data).
+
+    Only inference slices measured for every tuned model are compared, so that a model is not favoured for
+    having fewer measurements. A slowdown within the noise counts as none; ties go to the larger raw worst
+    case being smaller, then to the smaller mean slowdown, then to the smaller slice."""
+    ratio = slowdown_matrix(sweep)
+    if ratio.empty:
+        return None
+    complete = ratio.dropna(axis=1, how="any")
+    basis = complete if complete.shape[1] else ratio
+    beyond = beyond_noise(sweep).reindex_like(basis).fillna(False).astype(bool)
+    effective = basis.where(beyond, 1.0).where(basis.notna())
+    worst, worst_eff = basis.max(axis=1, skipna=True), effective.max(axis=1, skipna=True)
+    mean = basis.mean(axis=1, skipna=True)
+    order = sorted(worst.index, key=lambda t: (round(float(worst_eff[t]), 9), round(float(worst[t]), 9),
+                                               float(mean[t]), t))
+    best = order[0]
+    worst_at = int(basis.loc[best].idxmax())
+    span = _span(basis.columns)
+    busy = busy_points(sweep)
+    busy_at = tuple(sorted({int(v) for v in busy["inferred_at"]})) if len(busy) else ()
+    if len(order) == 1:
+        sentence, choice = f"Only one tuning slice: nothing to choose (the model was tuned at {int(best)}%).", False
+    elif not beyond.to_numpy().any():
+        tuned = ", ".join(f"{int(t)}" for t in basis.index)
+        sentence, choice = (f"The models tuned at {tuned}% time the same within the measured noise (IQR) on "
+                            f"every inference slice from {span}: nothing to choose between them."), False
+    else:
+        runner = order[1]
+        if float(worst_eff[best]) <= 1.0:
+            head = (f"Tune at {int(best)}%: on every inference slice from {span} its model is the fastest or "
+                    "within the timing noise (IQR) of the fastest")
+        else:
+            head = (f"Tune at {int(best)}%: on every inference slice from {span} its model is at most "
+                    f"{float(worst[best]):.2f}x slower than the best model for that slice (worst at {worst_at}%)")
+        if float(worst_eff[runner]) <= 1.0:
+            tail = f"; so is the model tuned at {int(runner)}%, within the noise"
+        else:
+            tail = f"; the next best, tuned at {int(runner)}%, is up to {float(worst[runner]):.2f}x slower"
+        sentence, choice = f"{head}{tail}.", True
+    if len(busy):
+        most = float(pd.to_numeric(busy["busy_cores"]).max())
+        were = "was" if len(busy) == 1 else "were"
+        sentence += (f" {len(busy)} of {len(sweep)} timings {were} taken while other processes kept the machine busy "
+                     f"(up to {most:.1f} cores, at {', '.join(map(str, busy_at))}%): they may be noise.")
+    return Recommendation(int(best), float(worst[best]), worst_at, ratio, worst, sentence, choice, busy_at)
+
+
+def stands_for(sweep: pd.DataFrame, ncores: int | None = None) -> list[str]:
+    """Per swept slice that stands for others (a CPU's slices of one core count), what it stands for:
+    '50 % (1 of 2 cores) stands for 10, 20, 30, 50, 70 %'."""
+    out, seen = [], set()
+    if "stands_for" not in sweep:
+        return out
+    for row in sweep.to_dict("records"):
+        stands = _percents(row.get("stands_for"))
+        at = int(row["inferred_at"])
+        if len(stands) < 2 or at in seen:
+            continue
+        seen.add(at)
+        cores = row.get("cores")
+        n = len(cores) if isinstance(cores, (list, tuple)) else None
+        got = f" ({n} of {ncores} cores)" if n and ncores else f" ({n} cores)" if n else ""
+        out.append(f"{at} %{got} stands for {', '.join(map(str, stands))} %")
+    return out
+
+
+def _percents(value) -> list[int]:
+    """A `stands_for` cell: a list (events) or its text in a sweep.csv ('[10, 20]')."""
+    if isinstance(value, str):
+        value = [v for v in value.strip("[]").replace(",", " ").split() if v.isdigit()]
+    return [int(v) for v in value] if isinstance(value, (list, tuple)) else []
+
+
+__all__ = ["BUSY_CORES", "Recommendation", "beyond_noise", "busy_points", "recommend_tuning_slice", "slowdown_matrix",
+           "stands_for"]
