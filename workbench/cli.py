@@ -150,11 +150,9 @@ def _print_results(run, sort: str = "share", every: bool = False) -> None:
         for stage, part in run.tasks().groupby("tuned_at"):
             print(f"\ntasks tuned at {stage}% (share: of the model's time on default schedules):\n"
                   + task_lines(part, sort, every))
-        res = run.results
+        res = run.results_table()
         if len(res):
-            cols = [c for c in ("tuned_at", "model", "target", "tuned_ms", "untuned_ms", "speedup", "verdict", "kept",
-                                "match", "trials_measured", "tasks_tuned", "kept_default", "tasks_total") if c in res]
-            print("\nresults:\n" + res[cols].to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+            print("\nresults:\n" + res.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
         sweep = run.slice_matrix()
         if len(sweep):
             print("\nlatency (ms), tuned at (rows) x inferred at (columns):\n" + sweep.to_string(float_format=lambda v: f"{v:.4g}"))
