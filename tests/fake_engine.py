@@ -10,6 +10,7 @@ import dataclasses
 import json
 import os
 import time
+from collections.abc import Callable
 
 import pandas as pd
 
@@ -27,6 +28,7 @@ SWEEP = pd.DataFrame({
 
 
 TWO_TASKS = ("fused_matmul_add_relu", "fused_matmul1_add1")
+FINISH_S = 3.0  # a finished slice's merge -> timed, in the fake log
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,14 +125,20 @@ def _events(t0: float, slices: tuple[int, ...], finished: bool, tasks: list[Fake
                                         shard_trials=done[shard]))
         out.append(ev.Phase(t=t, source="supervisor", phase="merging", tuned_at=stage))
         kept = [x for x in tasks if x.tuned]
-        out.append(ev.Compiled(t=t, source="supervisor", tuned_at=stage, path="tuned.so", seconds=0.5,
+        out.append(ev.Merged(t=t, source="supervisor", tuned_at=stage, records=8, workloads=len(kept), path="merged"))
+        out.append(ev.Phase(t=t + 0.5, source="supervisor", phase="compiling", tuned_at=stage))
+        out.append(ev.Compiled(t=t + 1, source="supervisor", tuned_at=stage, path="tuned.so", seconds=0.5,
                                tasks_tuned=len(kept), tasks_total=len(tasks),
                                untuned_tasks=[x.name for x in tasks if not x.tuned],
                                kept_tuned=[x.name for x in kept if x.kept == "tuned"],
                                kept_default=[x.name for x in kept if x.kept == "default"],
                                choices=[{"task": x.name, "kept": x.kept, "default_us": x.default_us,
                                          "best_us": x.best_us / 2} for x in kept]))
-        t += 1
+        out.append(ev.Phase(t=t + 1, source="supervisor", phase="verifying", tuned_at=stage))
+        out.append(ev.Verified(t=t + 2, source="supervisor", tuned_at=stage, match=True, max_abs_err=0.0, input="seed 0"))
+        out.append(ev.Timed(t=t + FINISH_S, source="supervisor", tuned_at=stage, tuned_ms=0.002, untuned_ms=0.003,
+                            speedup=1.5, verdict="faster", kept="tuned", records=8))
+        t += FINISH_S + 1
     if finished:
         out.append(ev.RunFinished(t=t, source="supervisor", status="done", message=""))
     return out
@@ -184,3 +192,19 @@ def make_run(home: str, *, slices: tuple[int, ...] = (50, 100), finished: bool =
         SWEEP[SWEEP.tuned_at.isin(slices)].to_csv(os.path.join(d, "sweep.csv"), index=False)
     return run_id
 
+
+
+def hold_back_slice(home: str, run_id: str, tuned_at: int) -> Callable[[], None]:
+    """Cut the run's events.jsonl just before slice `tuned_at` starts tuning; returns what appends the rest."""
+    path = os.path.join(home, "runs", run_id, "events.jsonl")
+    with open(path) as f:
+        lines = f.readlines()
+    cut = next(i for i, line in enumerate(lines) if json.loads(line)["kind"] == "phase"
+               and json.loads(line).get("phase") == "tuning" and json.loads(line).get("tuned_at") == tuned_at)
+    with open(path, "w") as f:
+        f.writelines(lines[:cut])
+
+    def release() -> None:
+        with open(path, "a") as f:
+            f.writelines(lines[cut:])
+    return release

@@ -16,7 +16,7 @@ import psutil
 import pytest
 
 import workbench
-from fake_engine import SWEEP, make_run
+from fake_engine import SWEEP, hold_back_slice, make_run
 from widgets import Panel, recommend_tuning_slice, slowdown_matrix
 from widgets.analysis import downsample, fmt_us, phase_spans, time_unit
 from widgets.figures import CURVE_TITLE, make_live_figure, make_sweep_figure, update_live_figure, update_sweep_figure
@@ -29,7 +29,7 @@ ENGINE_API = {  # what widgets/engine.py may take from the engine
     "workbench.event_types": {"FAILURES"}, "workbench.events": {"describe"},
     "workbench.launch": {"tune"}, "workbench.models": {"ModelInfo", "list_models"}, "workbench.noise": {"busy_warning"},
     "workbench.recommend": {"Recommendation", "recommend_tuning_slice", "slowdown_matrix", "stands_for"},
-    "workbench.run": {"Run", "list_runs", "open_run"},
+    "workbench.run": {"Run", "list_runs", "open_run"}, "workbench.run_progress": {"Overall"},
     "workbench.spec": {"COST_MODELS", "DEFAULT_SWEEP", "STRATEGIES", "TARGETS", "Slice", "SpecError", "TuneSpec",
                        "parse_slices"},
     "workbench.units": {"fmt_seconds", "fmt_us", "time_unit"},
@@ -229,7 +229,9 @@ def test_attached_finished_run_with_sweep(home, tmp_path) -> None:
     assert snap["recommended"] == 50 and "Tune at 50%" in snap["recommendation"]
     assert "Recommended tuning slice: 50%" in p._recommendation.value
     assert snap["buttons"] == {"tune": True, "stop": False, "finish": False, "sweep": True, "export": True}
-    assert snap["results_rows"] == 2 and "<table" in p._results.value and "kept_default" in p._results.value
+    assert snap["results_rows"] == 2 and "<table" in p._results.value
+    assert "speedup vs untuned" in p._results.value and "kept_default" not in p._results.value  # readable headers
+    assert snap["overall"]["fraction"] == 1.0 and snap["overall"]["state"] == "done"
     # two tasks: both drawn, both in the table, nothing left over
     assert p.live_figure.layout.annotations[0].text == CURVE_TITLE
     assert [r["task"] for r in snap["tasks"]] == ["fused_matmul_add_relu", "fused_matmul1_add1"]
@@ -414,6 +416,27 @@ def test_finish_button_ends_tuning_of_a_live_run(home, sleeper, monkeypatch) -> 
     r = Panel(make_run(home, finished=False, live_pid=sleeper.pid, finish_requested=True, run_id="asked"))
     assert r.snapshot()["buttons"]["finish"] is False and "finishing" in r.snapshot()["status"]
     r.close()
+
+
+def test_one_overall_bar_with_a_fixed_total_above_shard_bars_that_explain_their_numbers(home, sleeper) -> None:
+    run_id = make_run(home, finished=False, live_pid=sleeper.pid)  # slice 50 finished, slice 100 tuning
+    release = hold_back_slice(home, run_id, 100)  # as the panel sees it just before slice 100 starts
+    p = Panel(run_id)
+    snap = p.snapshot()
+    assert (snap["overall"]["done"], snap["overall"]["total"]) == (8, 16) and "8/16 trials" in snap["status"]
+    first = p.bars.widget.children[0].children
+    assert first[0].value == "whole run" and first[1].max == 16 + 8  # trials + 4 finishing steps per slice
+    assert "ETA =" in snap["overall"]["tooltip"] and "measured on slice 50%" in snap["overall"]["tooltip"]
+    release()
+    p.refresh(force=True)
+    snap = p.snapshot()
+    assert (snap["overall"]["done"], snap["overall"]["total"]) == (16, 16) and "16/16 trials" in snap["status"]
+    assert "tuning @100%" in snap["overall"]["text"] and "ETA" in snap["overall"]["text"]
+    assert p.bars.widget.children[0].children[0].value == "whole run" and len(p.bars.widget.children) == 5
+    row = snap["progress"][-1]
+    assert "best so far 0.5 us (1 of 1 tasks)" in row["text"] and "estimate" not in row["text"]
+    assert "fastest schedules" in row["tooltip"] and p.bars.widget.children[-1].children[2].tooltip == row["tooltip"]
+    p.close()
 
 
 def _shares(rows: list[dict]) -> list[float]:

@@ -259,8 +259,6 @@ class Panel(ButtonActions, RunViews):
                 self.form.show_general(f"{err.field}: {err.message}")
             raise
 
-    # -- button plumbing ------------------------------------------------------------------------------
-
     # -- live updates -------------------------------------------------------------------------------
 
     def persist_figures(self) -> None:
@@ -332,7 +330,7 @@ class Panel(ButtonActions, RunViews):
         if len(tele) and "gpu_note" in tele:
             notes = [n for n in tele["gpu_note"].tolist() if isinstance(n, str) and n]
             self._gpu_note = notes[-1] if notes else ""
-        self._progress_rows = self.bars.update(progress)
+        self._progress_rows = self.bars.update(progress, run.overall())
         tasks = run.tasks()
         self.task_table.update(tasks)
         self._phase = str(phases.iloc[-1]["phase"]) if len(phases) else ""
@@ -350,7 +348,7 @@ class Panel(ButtonActions, RunViews):
             # messages; the view then builds itself from the synced state, so bring that up to date.
             persist(self.live_figure)
         self._tele_points = len(self.live_figure.data[0].x or ())
-        self._update_status(run, status, sweeping, progress, phases)
+        self._update_status(run, status, sweeping, phases)
         self._update_servers(run)
         finished = status not in ACTIVE
         if finished:
@@ -375,7 +373,7 @@ class Panel(ButtonActions, RunViews):
             "telemetry_points": self._tele_points,
             "gpu_note": self._gpu_note,
             "phases": sum(1 for s in (self.live_figure.layout.shapes or ()) if s.type == "rect"),
-            "progress": list(self._progress_rows),
+            "progress": list(self._progress_rows), "overall": dict(self.bars.overall_row),
             "sweep_z": self._sweep_z,
             "recommended": self._rec.tuned_at if self._rec else None,
             "recommendation": self._rec.sentence if self._rec else "",

@@ -17,9 +17,6 @@ from .ran import ran_html
 from .tasks import plan_html
 
 ACTIVE = ("running", "starting")
-RESULT_COLUMNS = ("tuned_at", "tuned_ms", "untuned_ms", "speedup", "verdict", "kept", "match", "tasks_tuned",
-                  "tasks_total", "kept_default", "records", "busy_cores")
-
 
 def result_line(results: pd.DataFrame) -> tuple[str, bool]:
     """The status line's first words: the best model so far and its speedup over the untuned build, and
@@ -61,8 +58,7 @@ class RunViews:
         ends = [df["t"].max() for df in frames if len(df) and "t" in df]
         return max(ends) if ends else time.time()
 
-    def _update_status(self, run: "engine.Run", status: str, sweeping: bool, progress: pd.DataFrame,
-                       phases: pd.DataFrame) -> None:
+    def _update_status(self, run: "engine.Run", status: str, sweeping: bool, phases: pd.DataFrame) -> None:
         said, warn = result_line(run.results) if status not in ("starting",) else ("", False)
         first = [f"<span style='color:{'#c62828' if warn else '#2e7d32'}'><b>{html.escape(said)}</b></span>"] \
             if said else []
@@ -76,9 +72,9 @@ class RunViews:
             parts.append("finishing: compiling, verifying and timing the best model so far")
         if sweeping:
             parts.append("sweeping latency ...")
-        if len(progress):
-            done, budget = int(progress["trials_done"].sum()), int(progress["trials_budget"].sum())
-            parts.append(f"{done}/{budget} trials")
+        overall = self.bars.overall  # the whole run's trials, of a total fixed at the start
+        if overall is not None and overall.total:
+            parts.append(f"{overall.done}/{overall.total} trials")
         if status in ACTIVE and self._t0 is not None:
             parts.append(fmt_seconds(max(0.0, time.time() - self._t0)))
         elif status not in ACTIVE:
@@ -121,9 +117,9 @@ class RunViews:
         if not len(res):
             self._results.value = ""
             return
-        cols = [c for c in RESULT_COLUMNS if c in res]
-        table = res[cols].to_html(index=False, float_format=lambda v: f"{v:.4g}", border=0)
-        self._results.value = f"<div style='margin:6px 0'><b>Results</b> (run.results){table}</div>"
+        table = run.results_table().to_html(index=False, float_format=lambda v: f"{v:.4g}", border=0)
+        self._results.value = (f"<div style='margin:6px 0'><b>Results</b> (run.results_table(); run.results has "
+                               f"the raw fields){table}</div>")
 
     def _update_sweep(self, run: "engine.Run") -> None:
         df = run.sweep  # built from sweep_point events, so it grows while a sweep runs

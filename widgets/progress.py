@@ -1,12 +1,20 @@
-"""Per-shard progress bars from `Run.progress()`: trials done / budget, elapsed time, ETA."""
+"""Progress bars: one for the whole run from `Run.overall()` (a fixed total, trials/s, an ETA with finishing
+included), then one per shard from `Run.progress()` (trials done / budget, elapsed time, ETA, best so far)."""
 from __future__ import annotations
+
+from typing import Any
 
 import ipywidgets as W
 import pandas as pd
 
 from .analysis import fmt_seconds, fmt_us
+from .engine import Overall
 
-BAR_STYLE = {"running": "info", "planned": "", "finished": "success", "failed": "danger", "stopped": "warning"}
+BAR_STYLE = {"running": "info", "planned": "", "finished": "success", "failed": "danger", "stopped": "warning",
+             "done": "success", "partial": "warning", "crashed": "danger"}
+BEST_TIP = ("best so far: what this shard's tasks take in one run of the model with the fastest schedules it has "
+            "measured so far (the sum over its measured tasks of how often the task runs x its best latency); it "
+            "falls as tuning finds faster schedules. Tasks not measured yet are not in it.")
 
 
 class ShardBars:
@@ -16,23 +24,51 @@ class ShardBars:
         self.widget = W.VBox([])
         self.widget.add_class("wb-progress")
         self._rows: dict[tuple[int, int], tuple[W.Label, W.IntProgress, W.Label]] = {}
+        self._overall: tuple[W.Label, W.IntProgress, W.Label] | None = None
+        self.overall: Overall | None = None  # the last Run.overall() shown
+        self.overall_row: dict[str, Any] = {}
 
     def reset(self) -> None:
         """Drop the rows (and close their widgets, so they do not linger in the saved widget state)."""
         old = list(self.widget.children)
-        self._rows = {}
+        self._rows, self._overall, self.overall, self.overall_row = {}, None, None, {}
         self.widget.children = ()
         for row in old:
             for w in row.children:
                 w.close()
             row.close()
 
-    def update(self, progress: pd.DataFrame) -> list[dict]:
-        """Bring the bars up to date; returns one dict per row (for snapshots)."""
+    def _update_overall(self, o: Overall) -> bool:
+        """The whole run's bar (Run.overall()); True when it was just made."""
+        new = self._overall is None
+        if new:
+            self._overall = (W.Label("whole run", layout=W.Layout(width="120px")),
+                             W.IntProgress(min=0, max=1, value=0, layout=W.Layout(width="320px")),
+                             W.Label("", layout=W.Layout(width="auto")))
+            self._overall[1].add_class("wb-overall")
+        label, bar, text = self._overall
+        units, state = max(1, o.total + o.steps_total), o.phase if o.ended else "running"
+        line = o.describe()
+        with bar.hold_sync():
+            bar.max, bar.value, bar.bar_style = units, round(o.fraction * units), BAR_STYLE.get(state, "")
+        for w in (label, bar, text):
+            if w.tooltip != o.note:
+                w.tooltip = o.note
+        if text.value != line:
+            text.value = line
+        self.overall = o
+        self.overall_row = {"done": o.done, "total": o.total, "fraction": o.fraction, "eta_s": o.eta_s,
+                            "state": state, "text": line, "tooltip": o.note}
+        return new
+
+    def update(self, progress: pd.DataFrame, overall: Overall | None = None) -> list[dict]:
+        """Bring the bars up to date (`overall`: Run.overall(), drawn first); returns one dict per shard row."""
+        new_rows = self._update_overall(overall) if overall is not None else False
         if progress is None or not len(progress):
+            if new_rows:
+                self.widget.children = (W.HBox(list(self._overall), layout=W.Layout(align_items="center")),)
             return []
         out = []
-        new_rows = False
         for rec in progress.to_dict("records"):
             key = (int(rec["tuned_at"]), int(rec["shard"]))
             if key not in self._rows:
@@ -50,8 +86,10 @@ class ShardBars:
                 words.append(f"ETA {fmt_seconds(eta)}" if eta is not None and eta == eta else "ETA -")
             else:
                 words.append(state)
-            if rec.get("est_shard_us") is not None and rec.get("est_shard_us") == rec.get("est_shard_us"):
-                words.append(f"estimate {fmt_us(rec['est_shard_us'])}")
+            best = rec.get("est_shard_us")
+            if best is not None and best == best:
+                measured, tasks = int(rec.get("tasks_measured") or 0), int(rec.get("tasks") or 0)
+                words.append(f"best so far {fmt_us(best)}" + (f" ({measured} of {tasks} tasks)" if tasks else ""))
             errs = int(rec.get("build_errors") or 0) + int(rec.get("run_errors") or 0)
             if errs:
                 words.append(f"{errs} errors")
@@ -62,9 +100,12 @@ class ShardBars:
                 bar.bar_style = BAR_STYLE.get(state, "")
             if text.value != line:
                 text.value = line
+            tip = BEST_TIP if best is not None and best == best else ""
+            if text.tooltip != tip:
+                text.tooltip = tip
             out.append({"tuned_at": key[0], "shard": key[1], "done": done, "budget": budget, "state": state,
-                        "text": line})
+                        "text": line, "tooltip": tip})
         if new_rows:
-            self.widget.children = tuple(W.HBox(list(self._rows[k]), layout=W.Layout(align_items="center"))
-                                         for k in sorted(self._rows))
+            rows = ([self._overall] if self._overall else []) + [self._rows[k] for k in sorted(self._rows)]
+            self.widget.children = tuple(W.HBox(list(r), layout=W.Layout(align_items="center")) for r in rows)
         return out

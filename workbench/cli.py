@@ -175,10 +175,10 @@ def _print_results(run, sort: str = "share", every: bool = False) -> None:
         for stage, part in run.tasks().groupby("tuned_at"):
             print(f"\ntasks tuned at {stage}% (share: of the model's time on default schedules):\n"
                   + task_lines(part, sort, every))
-        res = run.results
+        res = run.results_table()
         if len(res):
-            print("\nresults:\n" + results_table(res))
-            for line in busy_lines(res, "tuned_at", "slice {} %"):
+            print("\nresults:\n" + res.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+            for line in busy_lines(run.results, "tuned_at", "slice {} %"):
                 print(line)
         sweep = run.sweep
         if len(sweep):
@@ -188,16 +188,6 @@ def _print_results(run, sort: str = "share", every: bool = False) -> None:
 
 def _spread(ms: Any, iqr: Any, short: bool = False) -> str:
     return fmt_timing(ms, iqr if iqr == iqr else None, short) if ms is not None and ms == ms else "-"
-
-
-def results_table(res) -> str:
-    """The results rows with each latency as median ± IQR."""
-    res = res.assign(tuned=[_spread(m, i) for m, i in zip(res.tuned_ms, res.get("tuned_iqr_ms", [None] * len(res)))],
-                     untuned=[_spread(m, i) for m, i in zip(res.untuned_ms,
-                                                            res.get("untuned_iqr_ms", [None] * len(res)))])
-    cols = [c for c in ("tuned_at", "model", "target", "tuned", "untuned", "speedup", "verdict", "kept", "match",
-                        "trials_measured", "tasks_tuned", "kept_default", "tasks_total") if c in res]
-    return res[cols].to_string(index=False, float_format=lambda v: f"{v:.4g}")
 
 
 def busy_lines(df, key: str, label: str) -> list[str]:

@@ -15,10 +15,12 @@ import pandas as pd
 
 from . import store
 from .event_types import (FAILURES, TERMINAL, Batch, Event, FinishRequested, Launched, Phase, RunFinished, RunStarted,
-                          ServerReady, ShardFailed, ShardFinished, ShardPlanned, ShardStarted, SweepPoint, Telemetry)
+                          ServerReady, ShardPlanned, SweepPoint, Telemetry)
 from .events import EventReader, as_dict
 from .procs import group_alive
+from .run_progress import Overall, overall, shard_progress
 from .spec import SpecError, TuneSpec
+from .tables import events_table, results_table
 
 
 class Run:
@@ -75,7 +77,9 @@ class Run:
 
     @property
     def events(self) -> pd.DataFrame:
-        return pd.DataFrame([as_dict(e) for e in self._all()])
+        """Every event so far, one row each: `time` (local datetime), `since_start_s`, kind, source, its fields
+        (`event_list()` has the raw unix seconds `t`)."""
+        return events_table([as_dict(e) for e in self._all()])
 
     def event_list(self, kind: str | None = None) -> list[dict[str, Any]]:
         """All events so far as plain dicts, in today's field names (optionally of one kind)."""
@@ -194,49 +198,19 @@ class Run:
         return df if tuned_at is None else df[df.tuned_at == tuned_at].reset_index(drop=True)
 
     def progress(self) -> pd.DataFrame:
-        """One row per (tuned_at, shard): trials done and budgeted, best estimate, state (planned, running,
-        finished, failed, or stopped: the run ended before the shard did), ETA while running."""
-        rows: dict[tuple[int, int], dict[str, Any]] = {}
-        for e in self._all(ShardPlanned, ShardStarted, Batch, ShardFinished, ShardFailed):
-            key = (e.tuned_at, e.shard)
-            row = rows.setdefault(key, {"tuned_at": key[0], "shard": key[1], "state": "planned", "trials_done": 0,
-                                        "trials_budget": getattr(e, "shard_trial_budget", 0), "tasks": 0,
-                                        "t_start": None, "t_last": None, "est_shard_us": None, "build_errors": 0,
-                                        "run_errors": 0})
-            if isinstance(e, ShardPlanned):
-                row["tasks"] = len(e.tasks)
-                row["trials_budget"] = e.shard_trial_budget
-            elif isinstance(e, ShardStarted):
-                row["state"], row["t_start"] = "running", e.t
-                row["trials_done"] = max(row["trials_done"], e.shard_trials_resumed)
-            elif isinstance(e, Batch):
-                row["trials_done"] = e.shard_trials
-                row["t_last"] = e.t
-                row["est_shard_us"] = e.est_shard_us
-                row.setdefault("_errs", {})[e.task] = (e.build_errors, e.run_errors)
-            elif isinstance(e, ShardFinished):
-                row["state"] = "finished"
-                row["trials_done"] = max(row["trials_done"], e.shard_trials)
-            else:
-                row["state"] = "failed"
-                row["error"] = e.log_tail[-500:]
-        now = time.time()
-        ended = self._finished_event()
-        out = []
-        for row in rows.values():
-            if ended is not None and row["state"] in ("running", "planned"):
-                row["state"] = "stopped"  # the run ended first: the shard's bar freezes where it was
-            errs = row.pop("_errs", {})
-            row["build_errors"] = sum(b for b, _ in errs.values())
-            row["run_errors"] = sum(r for _, r in errs.values())
-            elapsed = ((row["t_last"] if row["state"] != "running" else now) - row["t_start"]) \
-                if row["t_start"] and row["t_last"] else 0.0
-            row["elapsed_s"] = round(elapsed, 1)
-            done, budget = row["trials_done"], row["trials_budget"]
-            row["eta_s"] = round(elapsed / done * (budget - done), 1) if row["state"] == "running" and done else None
-            out.append(row)
-        df = pd.DataFrame(out)
-        return df.sort_values(["tuned_at", "shard"]).reset_index(drop=True) if len(df) else df
+        """One row per (tuned_at, shard): trials done and budgeted, tasks (measured), the shard's best estimate
+        `est_shard_us` (sum over its measured tasks of weight x best latency so far), state (planned, running,
+        finished, failed, or stopped: the run ended before the shard did), `started` / `last_batch` (local
+        datetimes), `elapsed_s`, and the ETA while running (see `run_progress.shard_progress`)."""
+        return shard_progress(self._all(), self._finished_event() is not None)
+
+    def overall(self, now: float | None = None) -> Overall:
+        """The whole run in one figure: trials done of a total fixed at the start (trials per slice x tuning
+        slices), finishing steps, trials/s, an ETA that includes finishing (merge, compile, verify, time) and the
+        run's sweep, the phase, and a note saying how the ETA was made (see `run_progress.Overall`). `now`: the
+        clock (default time.time())."""
+        status = self.status
+        return overall(self._all(), self.plan, self.spec, status, now)
 
     def best_curve(self) -> pd.DataFrame:
         """Per batch: trials so far (whole stage) and the model's estimated latency.
@@ -287,7 +261,13 @@ class Run:
 
     @property
     def results(self) -> pd.DataFrame:
+        """One row per tuning slice, results.json's fields as they are (tuned_ms, untuned_ms, speedup, ...);
+        `results_table()` is the same under readable headers."""
         return pd.DataFrame(self.folder.read_results())
+
+    def results_table(self) -> pd.DataFrame:
+        """The results as people read them: "tuned at (%)", "latency (median ± IQR)", "speedup vs untuned", ..."""
+        return results_table(self.folder.read_results())
 
     @property
     def sweep(self) -> pd.DataFrame:

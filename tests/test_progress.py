@@ -1,0 +1,132 @@
+"""The run's progress as the engine reports it (Run.overall, Run.progress, Run.events, Run.results_table): a total
+fixed at the start, a rate and an ETA from the batches with finishing included, no epoch floats, readable headers.
+
+Fast: hand-written event logs (the real event dataclasses) and fake run folders (tests/fake_engine.py)."""
+from __future__ import annotations
+
+import subprocess
+
+import pandas as pd
+import pytest
+
+import workbench
+from fake_engine import FINISH_S, hold_back_slice, make_run
+from workbench import event_types as ev
+from workbench.run_progress import FINISH_GUESS_BASE_S, FINISH_GUESS_PER_TASK_S, overall, shard_progress
+from workbench.spec import TuneSpec
+
+SPEC = TuneSpec(model="mlp-small", slices=(50, 100), servers=1, shards=2, trials=16, trials_per_batch=4)
+PLAN = {"shards": [{"index": 0, "trials": 8}, {"index": 1, "trials": 8}], "tasks": [{"name": "a"}, {"name": "b"}]}
+GUESS_S = FINISH_GUESS_BASE_S + 2 * FINISH_GUESS_PER_TASK_S  # finishing one slice of a 2-task model, guessed
+
+
+@pytest.fixture
+def sleeper():
+    """A sleeping process group of our own: the 'supervisor' of a fake run that looks alive."""
+    proc = subprocess.Popen(["sleep", "120"], start_new_session=True)
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+def _tuning(stage: int, t0: float, batches: list[float]) -> list[ev.Event]:
+    """Slice `stage` tuning from t0: two shards of 8 trials, a batch of 4 each at every time in `batches`."""
+    out: list[ev.Event] = [ev.Phase(t=t0, phase="tuning", tuned_at=stage)]
+    for shard in (0, 1):
+        out.append(ev.ShardPlanned(t=t0, shard=shard, tuned_at=stage, tasks=["a"], shard_trial_budget=8))
+        out.append(ev.ShardStarted(t=t0, shard=shard, tuned_at=stage, tasks=["a"], shard_trial_budget=8))
+    for i, t in enumerate(batches, 1):
+        out += [ev.Batch(t=t, shard=shard, tuned_at=stage, task="a", batch_size=4, shard_trials=4 * i,
+                         shard_trial_budget=8, est_shard_us=10.0 / i, shard_tasks_measured=1, shard_tasks=1)
+                for shard in (0, 1)]
+    return out
+
+
+def _finishing(stage: int, t0: float, seconds: float) -> list[ev.Event]:
+    """Slice `stage` finished from t0: merged, compiled, verified and timed `seconds` later."""
+    return [*(ev.ShardFinished(t=t0, shard=s, tuned_at=stage, shard_trials=8) for s in (0, 1)),
+            ev.Phase(t=t0, phase="merging", tuned_at=stage), ev.Merged(t=t0, tuned_at=stage),
+            ev.Phase(t=t0 + 1, phase="compiling", tuned_at=stage), ev.Compiled(t=t0 + 2, tuned_at=stage),
+            ev.Phase(t=t0 + 3, phase="verifying", tuned_at=stage), ev.Verified(t=t0 + 4, tuned_at=stage),
+            ev.Timed(t=t0 + seconds, tuned_at=stage, tuned_ms=1.0, untuned_ms=2.0, speedup=2.0)]
+
+
+START = [ev.RunStarted(t=0.0, run_id="x"), ev.Phase(t=0.0, phase="servers")]
+
+
+def test_rate_and_eta_come_from_the_batches_and_count_down_between_them():
+    events = START + _tuning(50, 0.0, [10.0])  # 8 trials in the first 10 s of tuning
+    o = overall(events, PLAN, SPEC, "running", now=10.0)
+    assert (o.done, o.total) == (8, 32) and o.rate == pytest.approx(0.8)
+    # 24 trials left at 0.8/s, then finishing both slices (guessed: no slice of the run has finished yet)
+    assert o.eta_s == pytest.approx(24 / 0.8 + 2 * GUESS_S) and o.finish_basis == "guess"
+    assert "guessed" in o.note and "0.8 trials/s" in o.note and o.phase == "tuning" and o.tuned_at == 50
+    later = overall(events, PLAN, SPEC, "running", now=15.0)
+    assert later.eta_s == pytest.approx(o.eta_s - 5) and later.total == o.total  # no rise between batches
+    assert "ETA" in later.describe() and "8/32 trials" in later.describe()
+    # the per-shard ETA counts down between batches too (it rose with the clock before)
+    etas = [shard_progress(events, ended=False, now=now).eta_s.iloc[0] for now in (10.0, 12.0, 14.0)]
+    assert etas == [10.0, 8.0, 6.0]
+    first = overall(START + _tuning(50, 0.0, []), PLAN, SPEC, "running", now=5.0)
+    assert first.rate is None and first.eta_s is None and "first batch" in first.describe()
+
+
+def test_eta_includes_finishing_measured_on_the_runs_own_slices_and_the_rate_skips_the_gaps():
+    events = START + _tuning(50, 0.0, [10.0, 20.0]) + _finishing(50, 20.0, 30.0) + _tuning(100, 51.0, [61.0])
+    o = overall(events, PLAN, SPEC, "running", now=61.0)
+    # 16 trials in 20 s at 50 %, 8 in 10 s at 100 %: the 31 s spent finishing slice 50 is not tuning time
+    assert o.rate == pytest.approx(24 / 30) and o.done == 24 and o.total == 32
+    assert o.finish_s == 30.0 and o.finish_basis == "measured" and "measured on slice 50%" in o.note
+    assert o.eta_s == pytest.approx(8 / 0.8 + 30.0)  # the last 8 trials, then finishing slice 100 as slice 50 did
+    assert o.steps_done == 4 and o.steps_total == 8 and 0 < o.fraction < 1
+    finishing = events + [*(ev.ShardFinished(t=71.0, shard=s, tuned_at=100, shard_trials=8) for s in (0, 1)),
+                          ev.Phase(t=71.0, phase="merging", tuned_at=100)]
+    o = overall(finishing, PLAN, SPEC, "running", now=81.0)
+    assert o.phase == "merging" and o.done == o.total == 32 and o.eta_s == pytest.approx(30.0 - 10.0)
+    done = overall(finishing + _finishing(100, 71.0, 30.0)[2:], PLAN, SPEC, "done", now=200.0)
+    assert done.ended and done.eta_s == 0.0 and done.fraction == 1.0 and done.steps_done == 8
+
+
+def test_finish_ends_the_trials_but_not_the_finishing_and_a_sweep_is_counted():
+    events = START + _tuning(50, 0.0, [10.0]) + [ev.FinishRequested(t=12.0)]
+    o = overall(events, PLAN, SPEC, "running", now=12.0)
+    assert o.eta_s == pytest.approx(GUESS_S) and "Finish was asked for" in o.note  # slice 100 will not be tuned
+    swept = SPEC.replace(sweep_slices=(25, 50, 100))
+    o = overall(START + _tuning(50, 0.0, [10.0]), PLAN, swept, "running", now=10.0)
+    assert o.eta_s == pytest.approx(24 / 0.8 + 2 * GUESS_S + 2 * 3 * 5.0) and "the sweep" in o.note
+
+
+def test_the_total_stays_fixed_when_the_next_slice_starts(tmp_path, sleeper):
+    run_id = make_run(str(tmp_path), finished=False, live_pid=sleeper.pid)  # slice 50 done, 100 tuning
+    release = hold_back_slice(str(tmp_path), run_id, 100)
+    run = workbench.open_run(run_id, str(tmp_path))
+    before = run.overall()
+    assert run.progress().trials_budget.sum() == 8  # the shards planned so far: slice 50's only
+    assert (before.done, before.total) == (8, 16) and before.phase == "verifying"
+    assert before.finish_s == FINISH_S and before.finish_basis == "measured"  # slice 50's merge -> timed
+    release()
+    after = run.overall()
+    assert (after.done, after.total) == (16, 16) and after.phase == "tuning" and after.tuned_at == 100
+    assert after.eta_s == FINISH_S  # all trials measured: slice 100's finishing is what is left
+
+
+def _epoch_like(df: pd.DataFrame) -> list[str]:
+    """Columns holding numbers that look like unix seconds (2001 .. 2286)."""
+    num = df.select_dtypes("number")
+    return [c for c in num if ((num[c] > 1e9) & (num[c] < 1e10)).any()]
+
+
+def test_tables_have_local_times_and_readable_headers(tmp_path):
+    run = workbench.open_run(make_run(str(tmp_path)), str(tmp_path))
+    progress, events = run.progress(), run.events
+    assert not _epoch_like(progress) and not _epoch_like(events)
+    assert pd.api.types.is_datetime64_any_dtype(progress.started) and progress.last_batch.notna().all()
+    assert list(events.columns[:4]) == ["time", "since_start_s", "kind", "source"]
+    assert pd.api.types.is_datetime64_any_dtype(events.time) and events.since_start_s.iloc[0] == 0.0
+    assert events.time.iloc[0].floor("s") == run.summary()["started"]  # local time, as the summary's
+    assert all(isinstance(e["t"], float) and e["t"] > 1e9 for e in run.event_list())  # the raw seconds, for code
+    table = run.results_table()
+    assert list(table.columns) == ["tuned at (%)", "latency (median ± IQR)", "untuned latency (median ± IQR)", "speedup vs untuned",
+                                   "outputs match", "tasks tuned", "tasks kept on default", "tasks"]
+    assert all(" ms" in v for v in table["latency (median ± IQR)"])
+    assert table["outputs match"].tolist() == ["yes", "yes"] and "tuned_ms" in run.results  # raw fields stay
