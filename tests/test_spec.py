@@ -56,6 +56,15 @@ def test_slice_cores_and_parsers():
     assert [Slice(p).cores(2) for p in (10, 50, 100)] == [1, 1, 2]
     assert [Slice(p).cores(16) for p in (10, 25, 50, 100)] == [2, 4, 8, 16]
     assert parse_slices("25%, 50") == (25, 50)
+    assert parse_slices("50,") == (50,)  # one trailing comma, as a form field has it while typing
+    for text, message in (("150", "150 is not a percentage from 1 to 100"),
+                          ("abc", "abc is not a percentage from 1 to 100"),
+                          ("", "give at least one percentage from 1 to 100, e.g. 25,50,100"),
+                          ("50,,100", "an empty entry is not a percentage from 1 to 100"),
+                          ([50, 50], "each percentage may appear once, got 50,50")):
+        with pytest.raises(SpecError) as err:
+            parse_slices(text, "sweep_slices")
+        assert (err.value.field, err.value.message) == ("sweep_slices", message)
     assert parse_tracker("10.0.0.5:9190:h200") == ("10.0.0.5", 9190, "h200")
     assert TuneSpec(host="0.0.0.0").exposed and not TuneSpec().exposed
 

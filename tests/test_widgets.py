@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import html
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -27,7 +29,8 @@ ROOT = Path(__file__).resolve().parents[1]
 ENGINE_API = {  # what widgets/engine.py may take from the engine
     "workbench": {"cli"}, "workbench.budget": {"describe"}, "workbench.hardware": {"Hardware", "detect"},
     "workbench.event_types": {"FAILURES"}, "workbench.events": {"describe"},
-    "workbench.launch": {"tune"}, "workbench.models": {"ModelInfo", "list_models"}, "workbench.noise": {"busy_warning"},
+    "workbench.launch": {"resume", "tune"}, "workbench.models": {"ModelInfo", "list_models"},
+    "workbench.noise": {"busy_warning"},
     "workbench.recommend": {"Recommendation", "recommend_tuning_slice", "slowdown_matrix", "stands_for"},
     "workbench.run": {"Run", "list_runs", "open_run"}, "workbench.run_progress": {"Overall"},
     "workbench.spec": {"COST_MODELS", "DEFAULT_SWEEP", "STRATEGIES", "TARGETS", "Slice", "SpecError", "TuneSpec",
@@ -177,12 +180,12 @@ def test_invalid_fields_are_shown_at_the_field_and_disable_tune(home) -> None:
     c["trials"].value = 2  # fewer trials than shards: a cross-field rule, shown at trials
     assert set(p.snapshot()["field_errors"]) == {"trials"}
     c["trials"].value = 8
-    c["slices"].value = [0, 50]
+    c["slices"].value = "0,50"
     c["servers"].value = 65
     errs = p.snapshot()["field_errors"]
     assert set(errs) == {"slices", "servers"} and "1 to 100" in errs["slices"]
     assert p.form.errors_view["shards"].layout.display == "none"
-    c["slices"].value, c["servers"].value = [50, 100], 2
+    c["slices"].value, c["servers"].value = "50,100", 2
     c["model"].value = ONNX
     assert "model" in p.snapshot()["field_errors"]
     c["onnx_path"].value = "/nonexistent/model.onnx"
@@ -192,9 +195,11 @@ def test_invalid_fields_are_shown_at_the_field_and_disable_tune(home) -> None:
         c["target"].value = "cuda"
         assert "no usable GPU" in p.snapshot()["field_errors"]["target"]
         c["target"].value = "auto"
-    c["sweep_slices"].value = [101]
-    assert "sweep_slices" in p.snapshot()["field_errors"] and p.snapshot()["buttons"]["tune"]
-    c["sweep_slices"].value = [50, 100]
+    c["sweep_slices"].value = "101"
+    snap = p.snapshot()
+    assert snap["field_errors"] == {"sweep_slices": "sweep slices: 101 is not a percentage from 1 to 100"}
+    assert snap["buttons"]["tune"] and snap["status"] == "idle: fill in the form and press Tune"
+    c["sweep_slices"].value = "50,100"
 
     assert p.snapshot()["field_errors"] == {} and p.snapshot()["buttons"]["tune"]
     assert "1 of 2 cores" in p.form.slice_info.value or "GPU" in p.form.slice_info.value
@@ -205,8 +210,115 @@ def test_invalid_fields_are_shown_at_the_field_and_disable_tune(home) -> None:
     assert p.run is None and "trials_per_batch" in p.snapshot()["field_errors"]
     with pytest.raises(workbench.SpecError, match="trials_per_batch"):
         p.tune()
+    c["trials_per_batch"].value = 4
+    c["slices"].value = "150"
+    with pytest.raises(workbench.SpecError, match="150 is not a percentage"):
+        p.tune()  # the run would not tune at the previous slices
     assert not os.path.isdir(os.path.join(home, "runs")) or not os.listdir(os.path.join(home, "runs"))
     p.close()
+
+
+def test_slices_are_text_parsed_in_the_kernel_and_every_error_names_its_field(home) -> None:
+    """The slice fields are Text parsed by engine.parse_slices: a bad value is shown at the field (naming the
+    field and what is allowed), Tune is off and the status says why; each field of the servers/shards/trials
+    row names itself."""
+    p = Panel()
+    c, errors_view = p.controls, p.form.errors_view
+    assert c["slices"].continuous_update and c["sweep_slices"].continuous_update  # a comma or Enter commits
+    bad = {"150": "slices: 150 is not a percentage from 1 to 100",
+           "abc": "slices: abc is not a percentage from 1 to 100",
+           "": "slices: give at least one percentage from 1 to 100, e.g. 25,50,100",
+           "50,,100": "slices: an empty entry is not a percentage from 1 to 100",
+           "50,50": "slices: each percentage may appear once, got 50,50"}
+    for text, message in bad.items():
+        c["slices"].value = text
+        snap = p.snapshot()
+        assert snap["field_errors"] == {"slices": message}, text
+        assert errors_view["slices"].layout.display == "" and message in html.unescape(errors_view["slices"].value)
+        assert not snap["buttons"]["tune"] and c["tune"].disabled
+        assert snap["status"] == f"idle: to tune, {message.replace('slices:', 'fix slices:', 1)}", snap["status"]
+        assert c["tune"].tooltip == f"to tune, fix {message}"
+        assert p.form.slice_info.value == ""  # no core counts for slices that are not valid
+    for text, parsed in (("50,", [50]), ("50,100", [50, 100]), (" 25%, 50 ", [25, 50])):
+        c["slices"].value = text
+        snap = p.snapshot()
+        assert snap["field_errors"] == {} and snap["buttons"]["tune"] and errors_view["slices"].layout.display == "none"
+        assert p.values()["slices"] == parsed and p.spec().slices == tuple(parsed)
+        assert snap["status"] == "idle: fill in the form and press Tune"
+    assert "slices 25,50" in p.form_box.titles[0]
+    p.set(slices=[25, 100], sweep_slices="10,100")
+    assert c["slices"].value == "25,100" and p.values()["slices"] == [25, 100] and c["sweep_slices"].value == "10,100"
+
+    c["servers"].value, c["shards"].value, c["trials"].value, c["trials_per_batch"].value = 0, 65, 0, 0
+    errs = p.snapshot()["field_errors"]
+    assert errs == {"servers": "servers: must be an integer from 1 to 64, got 0",
+                    "shards": "shards: must be an integer from 1 to 64, got 65",
+                    "trials": "trials: must be an integer from 1 to 100000, got 0",
+                    "trials_per_batch": "trials per batch: must be an integer from 1 to 512, got 0"}, errs
+    for name, message in errs.items():
+        assert html.unescape(re.sub(r"<[^>]+>", "", errors_view[name].value)) == f"\u26a0 {message}"
+    status = p.snapshot()["status"]
+    assert status.startswith("idle: to tune, fix servers: must be") and "trials per batch: must be" in status
+    c["servers"].value, c["shards"].value, c["trials"].value, c["trials_per_batch"].value = 1, 1, 8, 4
+    assert p.snapshot()["field_errors"] == {} and p.snapshot()["buttons"]["tune"]
+    p.close()
+
+
+def _end_run(home: str, run_id: str, status: str, message: str) -> None:
+    """Append the engine's run_finished event to a fake run's events (as its supervisor would)."""
+    from workbench.event_types import RunFinished
+    from workbench.events import as_dict
+
+    with open(os.path.join(home, "runs", run_id, "events.jsonl"), "a") as f:
+        f.write(json.dumps(as_dict(RunFinished(t=time.time(), source="supervisor", status=status,
+                                               message=message))) + "\n")
+
+
+def test_resume_is_shown_only_for_runs_it_can_continue(home, sleeper) -> None:
+    """Resume shows for stopped or partial runs (and failed or crashed ones), never for done or running ones;
+    the status says how to resume, without backticks. A compact panel: the form folds away once a run is shown
+    and the figure area says what it waits for."""
+    p = Panel()
+    assert p.form_box.selected_index == 0 and p.controls["resume"].layout.display == "none"
+    assert p._waiting.layout.display == "none"
+    p.close()
+    for status, message in (("stopped", "stopped on request; to continue, press Resume or run: workbench resume X"),
+                            ("partial", "shards failed: shard1")):
+        run_id = make_run(home, finished=False, run_id=f"{status}-run")
+        _end_run(home, run_id, status, message)
+        p = Panel(run_id)
+        snap = p.snapshot()
+        assert snap["run_status"] == status and snap["buttons"]["resume"], snap
+        assert p.controls["resume"].layout.display == "" and "wb-resume" in p.controls["resume"]._dom_classes
+        assert snap["status"].count("press Resume or run: workbench resume") == 1 and "`" not in snap["status"]
+        assert p.form_box.selected_index is None and "mlp-small" in p.form_box.titles[0]  # folded, summed up
+        assert p._waiting.layout.display == "none"  # ended: nothing to wait for
+        p.form_box.selected_index = 0  # re-opened by the user: it stays open
+        p.refresh(force=True)
+        assert p.form_box.selected_index == 0
+        p.close()
+    assert "press Resume or run: workbench resume partial-run" in snap["status"]
+
+    done = Panel(make_run(home, run_id="done-run"))
+    assert not done.snapshot()["buttons"]["resume"] and done.controls["resume"].layout.display == "none"
+    with pytest.raises(workbench.SpecError, match="run done-run is done: only a stopped"):
+        done.resume()
+    done.close()
+    live = Panel(make_run(home, finished=False, live_pid=sleeper.pid, run_id="live-run"))
+    snap = live.snapshot()
+    assert snap["run_status"] == "running" and not snap["buttons"]["resume"]
+    assert live.controls["resume"].layout.display == "none"
+    live.close()
+    # a live run before its first batch: the figure area says what it waits for
+    waiting = make_run(home, finished=False, live_pid=sleeper.pid, run_id="new-run")
+    with open(os.path.join(home, "runs", waiting, "events.jsonl")) as f:
+        head = [line for line in f if json.loads(line)["kind"] not in ("batch", "telemetry")]
+    with open(os.path.join(home, "runs", waiting, "events.jsonl"), "w") as f:
+        f.writelines(head)
+    new = Panel(waiting)
+    assert new.snapshot()["run_status"] == "running" and new._waiting.layout.display == ""
+    assert "waiting for the first measured batch" in new._waiting.value and new._live_box.layout.display == "none"
+    new.close()
 
 
 def test_attached_finished_run_with_sweep(home, tmp_path) -> None:
@@ -228,7 +340,8 @@ def test_attached_finished_run_with_sweep(home, tmp_path) -> None:
     assert snap["sweep_z"] == [[1.10, 0.55, 0.36], [1.50, 0.58, 0.30]]
     assert snap["recommended"] == 50 and "Tune at 50%" in snap["recommendation"]
     assert "Recommended tuning slice: 50%" in p._recommendation.value
-    assert snap["buttons"] == {"tune": True, "stop": False, "finish": False, "sweep": True, "export": True}
+    assert snap["buttons"] == {"tune": True, "resume": False, "stop": False, "finish": False, "sweep": True,
+                               "export": True}
     assert snap["results_rows"] == 2 and "<table" in p._results.value
     assert "speedup vs untuned" in p._results.value and "kept_default" not in p._results.value  # readable headers
     assert snap["overall"]["fraction"] == 1.0 and snap["overall"]["state"] == "done"
@@ -236,7 +349,7 @@ def test_attached_finished_run_with_sweep(home, tmp_path) -> None:
     assert p.live_figure.layout.annotations[0].text == CURVE_TITLE
     assert [r["task"] for r in snap["tasks"]] == ["fused_matmul_add_relu", "fused_matmul1_add1"]
     assert snap["tasks_more"] == "" and snap["plan"].startswith("plan: tuning 2 of 2 tasks with 8 trials per slice in batches of 2")
-    assert p.controls["slices"].value == [50, 100] and p.controls["shards"].value == 2
+    assert p.values()["slices"] == [50, 100] and p.controls["shards"].value == 2
     paths = p.export_csv(str(tmp_path / "csv"))
     assert len(paths) == 5 and all(os.path.exists(x) for x in paths)
     assert pd.read_csv([x for x in paths if x.endswith("-sweep.csv")][0]).shape[0] == 6
@@ -265,6 +378,17 @@ def _alive(pids: list[int]) -> list[int]:
         except (psutil.Error, OSError):
             continue
     return alive
+
+
+def _records(run_dir: str) -> dict[int, int]:
+    """Shard -> records in its tuning database (stage 100)."""
+    out = {}
+    for shard in range(8):
+        path = os.path.join(run_dir, "stages", "100", f"shard-{shard}", "database_tuning_record.json")
+        if os.path.exists(path):
+            with open(path) as f:
+                out[shard] = sum(1 for line in f if line.strip())
+    return out
 
 
 def test_live_tuning_then_stop(home) -> None:
@@ -328,6 +452,41 @@ def test_live_tuning_then_stop(home) -> None:
     time.sleep(1.5)
     p.refresh(force=True)
     assert [r["text"] for r in p.snapshot()["progress"]] == [r["text"] for r in snap["progress"]]
+
+    # Resume: shown for the stopped run, said without backticks; pressed, the run goes on from its records
+    snap = p.snapshot()
+    assert snap["buttons"]["resume"] and c["resume"].layout.display == ""
+    assert f"press Resume or run: workbench resume {run.id}" in snap["status"] and "`" not in snap["status"]
+    kept = _records(run.dir)  # what the shard databases hold (a batch may land there after its last event)
+    assert sum(kept.values()) >= 4
+
+    async def click_resume() -> None:
+        c["resume"].click()
+        await asyncio.sleep(0.05)
+        assert p._busy == "resuming" and "resuming" in p.snapshot()["status"] and not p.snapshot()["buttons"]["resume"]
+        await asyncio.gather(*p._actions)
+
+    asyncio.run(click_resume())
+    assert p.run is not run and p.run.dir == run.dir and c["resume"].layout.display == "none"
+    resumed = p.run
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:  # its shards start again from what they measured before Stop
+            p.refresh()
+            started = [e for e in resumed.event_list("shard_started") if e["shard_trials_resumed"] > 0]
+            if len(started) >= 1 and p.snapshot()["run_status"] == "running":
+                break
+            assert p.snapshot()["run_status"] in ("starting", "running"), (p.snapshot()["status"], resumed.errors())
+            time.sleep(0.5)
+        else:
+            pytest.fail(f"the resumed run started no shard within 240 s: {p.snapshot()}")
+        # each resumed shard counts the records it kept (less one, were one cut off half-written by Stop)
+        assert all(kept[e["shard"]] - 1 <= e["shard_trials_resumed"] <= kept[e["shard"]] for e in started), \
+            (started, kept)
+        assert not p.snapshot()["buttons"]["tune"] and p.snapshot()["buttons"]["stop"]
+    finally:
+        assert p.stop() == "stopped"
+    assert not _alive(_run_pids(resumed.dir))
     p.close()
 
 

@@ -10,7 +10,7 @@ from workbench.budget import describe as describe_budget
 from workbench.event_types import FAILURES
 from workbench.events import describe
 from workbench.hardware import Hardware, detect as detect_hardware
-from workbench.launch import tune
+from workbench.launch import resume, tune
 from workbench.models import ModelInfo, list_models
 from workbench.noise import busy_warning
 from workbench.recommend import Recommendation, recommend_tuning_slice, slowdown_matrix, stands_for
@@ -20,7 +20,7 @@ from workbench.spec import (COST_MODELS, DEFAULT_SWEEP, STRATEGIES, TARGETS, Sli
                             parse_slices)
 from workbench.units import fmt_seconds, fmt_us, time_unit
 
-__all__ = ["busy_warning", "cli", "describe_budget", "FAILURES", "describe", "Hardware", "detect_hardware", "tune", "ModelInfo",
+__all__ = ["busy_warning", "cli", "describe_budget", "FAILURES", "describe", "Hardware", "detect_hardware", "resume", "tune", "ModelInfo",
            "list_models", "Recommendation", "recommend_tuning_slice", "slowdown_matrix", "stands_for", "Run", "Overall",
            "list_runs", "open_run", "COST_MODELS", "DEFAULT_SWEEP", "STRATEGIES", "TARGETS", "Slice", "SpecError",
            "TuneSpec", "parse_slices", "fmt_seconds", "fmt_us", "time_unit"]

@@ -1,7 +1,14 @@
 """The tuning form: one control per TuneSpec field, each with its own error line.
 
 Validation goes through `engine.TuneSpec` field by field, so a message appears next to the field
-that `SpecError.field` names, before anything is launched.
+that `SpecError.field` names, before anything is launched. Every message starts with its field's
+name ("slices: 150 is not a percentage from 1 to 100").
+
+The slice fields are plain Text parsed in the kernel by `engine.parse_slices` (a tags widget's front
+end drops values it refuses without telling the kernel). They sync on every keystroke
+(`continuous_update=True`: JupyterLab sends the value on each input event), so typing a comma or
+pressing Enter has the kernel see the value at once; with `continuous_update=False` only Enter or
+leaving the field would.
 """
 from __future__ import annotations
 
@@ -19,6 +26,9 @@ ONNX = "__onnx__"
 SPEC_FIELDS = ("model", "input_shape", "target", "slices", "servers", "shards", "trials", "trials_per_batch",
                "cost_model", "strategy")
 ERROR_FIELDS = (*SPEC_FIELDS, "sweep_slices")  # a SpecError.field shown at its own control (others: the general line)
+SLICE_FIELDS = ("slices", "sweep_slices")
+FIELD_NAMES = {"input_shape": "input shape", "trials_per_batch": "trials per batch", "cost_model": "cost model",
+               "sweep_slices": "sweep slices"}  # how a message names its field (others: the TuneSpec name)
 LABEL_WIDTH = "120px"
 
 
@@ -43,12 +53,12 @@ def target_text(target: str, hw: "engine.Hardware | None" = None) -> str:
     return hw.describe(target)
 
 
-def slice_hint(slices: list[int], target: str, hw: "engine.Hardware | None" = None) -> str:
-    """What the slices mean on this host: core counts on CPU, SM shares (MPS) on a GPU."""
+def slice_hint(slices: list[int] | str, target: str, hw: "engine.Hardware | None" = None) -> str:
+    """What the slices mean on this host: core counts on CPU, SM shares (MPS) on a GPU ('' when invalid)."""
     hw = hw or hardware()
     kind = hw.default_target if target == "auto" else target
     try:
-        slices = list(parse_slices(list(slices), "slices"))
+        slices = list(parse_slices(slices, "slices"))
     except engine.SpecError:
         return ""
     if kind == "cpu":
@@ -84,6 +94,21 @@ def check_values(values: dict[str, Any], hw: "engine.Hardware | None" = None) ->
     return errors
 
 
+def field_name(name: str) -> str:
+    """The words a message uses for a field: 'trials per batch' for trials_per_batch."""
+    return FIELD_NAMES.get(name, name)
+
+
+def slices_text(value: Any) -> str:
+    """A slice list (or text) as the slice fields show it: [25, 50] -> '25,50'."""
+    return value if isinstance(value, str) else ",".join(str(v) for v in value)
+
+
+def _slices_control(value: Any) -> W.Text:
+    return W.Text(value=slices_text(value), continuous_update=True, placeholder="e.g. 25,50,100",
+                  layout=W.Layout(width="360px"))
+
+
 def _row(label: str, control: W.Widget, *extra: W.Widget) -> W.HBox:
     return W.HBox([W.Label(label, layout=W.Layout(width=LABEL_WIDTH)), control, *extra],
                   layout=W.Layout(align_items="center"))
@@ -102,16 +127,14 @@ class TuneForm:
             "onnx_path": W.Text(placeholder="/path/to/model.onnx", layout=W.Layout(width="360px")),
             "input_shape": W.Text(placeholder="optional, e.g. 1,3,224,224", layout=W.Layout(width="260px")),
             "target": W.Dropdown(options=list(TARGETS), value=d.target, layout=W.Layout(width="120px")),
-            "slices": W.IntsInput(value=list(d.slices), min=1, max=100, allow_duplicates=False,
-                                  layout=W.Layout(width="360px")),
+            "slices": _slices_control(d.slices),
             "servers": W.IntText(value=d.servers, layout=W.Layout(width="90px")),
             "shards": W.IntText(value=d.shards, layout=W.Layout(width="90px")),
             "trials": W.IntText(value=d.slice_trials(1), layout=W.Layout(width="110px")),
             "trials_per_batch": W.IntText(value=d.trials_per_batch, layout=W.Layout(width="90px")),
             "cost_model": W.Dropdown(options=list(COST_MODELS), value=d.cost_model, layout=W.Layout(width="120px")),
             "strategy": W.Dropdown(options=list(STRATEGIES), value=d.strategy, layout=W.Layout(width="150px")),
-            "sweep_slices": W.IntsInput(value=list(DEFAULT_SWEEP), min=1, max=100, allow_duplicates=False,
-                                        layout=W.Layout(width="360px")),
+            "sweep_slices": _slices_control(DEFAULT_SWEEP),
             "csv_folder": W.Text(value="workbench-export", layout=W.Layout(width="260px")),
         }
         for name, ctl in self.controls.items():
@@ -142,6 +165,8 @@ class TuneForm:
                                                                                    margin="0 0 0 20px")),
                  c["strategy"]), e["cost_model"], e["strategy"],
         ])
+        self.box = W.Accordion(children=[self.widget], titles=("Tuning form",), selected_index=0)
+        self.box.add_class("wb-form")  # the panel shows the form in this: open until a run is shown
         self.set(**values)
         self._describe()
 
@@ -152,7 +177,7 @@ class TuneForm:
         onnx = c["model"].value == ONNX
         out: dict[str, Any] = {
             "model": c["onnx_path"].value.strip() if onnx else c["model"].value,
-            "target": c["target"].value, "slices": list(c["slices"].value), "servers": c["servers"].value,
+            "target": c["target"].value, "slices": self.slices("slices"), "servers": c["servers"].value,
             "shards": c["shards"].value, "trials": c["trials"].value,
             "trials_per_batch": c["trials_per_batch"].value, "cost_model": c["cost_model"].value,
             "strategy": c["strategy"].value,
@@ -161,6 +186,24 @@ class TuneForm:
         if onnx and shape:
             out["input_shape"] = shape
         return out
+
+    def slices(self, name: str = "slices") -> list[int] | str:
+        """A slice field's percentages, parsed by `engine.parse_slices`; its raw text when that refuses it
+        (so that `check_values` reports why)."""
+        text = self.controls[name].value
+        try:
+            return list(parse_slices(text, name))
+        except engine.SpecError:
+            return text
+
+    def summary(self) -> str:
+        """One line of what the form says, e.g. 'mlp-small on auto, slices 50,100: 1 server, 2 shards, 32 trials'."""
+        v, c = self.values(), self.controls
+        slices = slices_text(v["slices"])
+        trials = f", {v['trials']} trials" if v["trials"] else ""
+        return (f"{os.path.basename(str(v['model'])) or '(no model)'} on {v['target']}, slices {slices}: "
+                f"{v['servers']} server{'s' * (v['servers'] != 1)}, {v['shards']} shard{'s' * (v['shards'] != 1)}"
+                f"{trials}, {c['trials_per_batch'].value} per batch")
 
     def set(self, **values: Any) -> None:
         """Set controls from TuneSpec-style values (model may be a sample name or an .onnx path)."""
@@ -178,8 +221,8 @@ class TuneForm:
             elif name == "input_shape":
                 c["input_shape"].value = "" if value is None else (
                     value if isinstance(value, str) else ",".join(map(str, value)))
-            elif name in ("slices", "sweep_slices"):
-                c[name].value = [int(v) for v in (value.split(",") if isinstance(value, str) else value)]
+            elif name in SLICE_FIELDS:
+                c[name].value = slices_text(value)
             else:
                 c[name].value = value
         self._describe()
@@ -197,25 +240,28 @@ class TuneForm:
         if self.controls["model"].value == ONNX and "model" in errors and not values["model"]:
             errors["model"] = "give the path of an .onnx file"
         try:
-            parse_slices(list(self.controls["sweep_slices"].value), "sweep_slices")
+            parse_slices(self.controls["sweep_slices"].value, "sweep_slices")
         except engine.SpecError as err:
             errors[err.field] = err.message
         self.show_errors(errors, keep_general=True)
         self._describe()
+        self.box.set_title(0, f"Tuning form: {self.summary()}")
         return errors
+
+    def fold(self) -> None:
+        """Collapse the form to its one-line title (which sums up what it says)."""
+        self.box.selected_index = None
 
     def show_errors(self, errors: dict[str, str], keep_general: bool = False) -> None:
         """Show `errors` (field -> message); unknown fields go to the general line."""
         per_box: dict[str, list[str]] = {}
-        for field_name, message in errors.items():
-            box = field_name if field_name in ERROR_FIELDS else "general"
-            text = message if box != "general" else f"{field_name}: {message}"
-            per_box.setdefault(box, []).append(text)
-        for name, box in self.errors_view.items():
-            if name == "general" and keep_general:
+        for name, message in errors.items():
+            box = name if name in ERROR_FIELDS else "general"
+            per_box.setdefault(box, []).append(f"{field_name(name)}: {message}")
+        for box_name in self.errors_view:
+            if box_name == "general" and keep_general:
                 continue
-            msgs = per_box.get(name, [])
-            self._set_error(name, msgs)
+            self._set_error(box_name, per_box.get(box_name, []))
 
     def show_general(self, message: str) -> None:
         self._set_error("general", [message] if message else [])
@@ -244,6 +290,6 @@ class TuneForm:
             self.model_info.value = (f"<span style='font-size:90%'>{html.escape(m.description)} - input "
                                      f"{'x'.join(map(str, m.input_shape))}</span>")
         self.target_info.value = f"<span style='font-size:90%'>{html.escape(target_text(c['target'].value))}</span>"
-        hint = slice_hint(list(c["slices"].value), c["target"].value)
+        hint = slice_hint(self.slices("slices"), c["target"].value)
         self.slice_info.value = (f"<div style='font-size:90%;margin-left:{LABEL_WIDTH};color:#555'>"
                                  f"{html.escape(hint)}</div>") if hint else ""

@@ -14,14 +14,11 @@ import asyncio
 import html
 import re
 import time
-from collections.abc import Callable
 from typing import Any
 
 import ipywidgets as W
 
 from . import engine, registry
-from .engine import parse_slices
-
 from .figures import make_live_figure, reset_live_figure, update_live_figure
 from .form import SPEC_FIELDS, TuneForm
 from .progress import ShardBars
@@ -31,7 +28,8 @@ from .tasks import TaskTable, top_tasks, trace_note
 
 MAX_HZ = 4.0
 PERSIST_EVERY_S = 15.0
-BUTTONS = ("tune", "stop", "finish", "sweep", "export")
+BUTTONS = ("tune", "resume", "stop", "finish", "sweep", "export")
+
 
 def _button(label: str, css: str, style: str = "", icon: str = "", tooltip: str = "") -> W.Button:
     b = W.Button(description=label, button_style=style, icon=icon, tooltip=tooltip or label,
@@ -57,6 +55,8 @@ class Panel(ButtonActions, RunViews):
         self.controls: dict[str, W.Widget] = dict(self.form.controls)
         self.controls.update(
             tune=_button("Tune", "wb-tune", "primary", "play", "validate the form and start tuning in the background"),
+            resume=_button("Resume", "wb-resume", "success", "redo",
+                           "continue this run from the records it measured (it keeps its spec and budget)"),
             stop=_button("Stop", "wb-stop", "danger", "stop", "stop the run (all its processes)"),
             finish=_button("Finish", "wb-finish", "warning", "flag-checkered",
                            "end tuning now and compile, verify and time the best model so far"),
@@ -66,6 +66,10 @@ class Panel(ButtonActions, RunViews):
         )
         self._status = W.HTML(value="<b>idle</b>: fill in the form and press Tune")
         self._status.add_class("wb-status")
+        self.form_box = self.form.box
+        self._waiting = W.HTML("<i style='color:#555'>waiting for the first measured batch…</i>",
+                               layout=W.Layout(display="none", margin="8px 0"))
+        self._waiting.add_class("wb-waiting")
         self._plan = W.HTML()
         self._plan.add_class("wb-plan")
         self.task_table = TaskTable()
@@ -85,15 +89,16 @@ class Panel(ButtonActions, RunViews):
         self._run_errors = W.HTML()
         self._run_errors.add_class("wb-run-errors")
         c = self.controls
-        buttons = W.HBox([c["tune"], c["stop"], c["finish"]], layout=W.Layout(margin="6px 0"))
+        c["resume"].layout.display = "none"  # shown for a run that Resume can continue
+        buttons = W.HBox([c["tune"], c["resume"], c["stop"], c["finish"]], layout=W.Layout(margin="6px 0"))
         sweep_row = W.HBox([W.Label("sweep slices (%)", layout=W.Layout(width="120px")), c["sweep_slices"],
                             c["sweep"]], layout=W.Layout(align_items="center"))
         export_row = W.HBox([W.Label("export to", layout=W.Layout(width="120px")), c["csv_folder"], c["export"],
                              self._export_msg], layout=W.Layout(align_items="center"))
         self.widget = W.VBox([
             W.HTML("<h3 style='margin:4px 0'>Tuning Workbench</h3>"),
-            self.form.widget, buttons, self.form.errors_view["general"],
-            self._status, self._plan, self._servers, self.bars.widget, self.task_table.widget, self._live_box,
+            self.form_box, buttons, self.form.errors_view["general"], self._status, self._plan, self._servers,
+            self.bars.widget, self.task_table.widget, self._waiting, self._live_box,
             sweep_row, self.form.errors_view["sweep_slices"], self._sweep_box,
             self._results, export_row, self._run_errors,
         ], layout=W.Layout(width="100%", max_width="1100px", border="1px solid #ddd", padding="8px"))
@@ -108,6 +113,7 @@ class Panel(ButtonActions, RunViews):
         self._field_errors: dict[str, str] = {}
         self.form.observe(lambda _change: self._on_form_change())
         c["tune"].on_click(lambda _b: self._on_button(self.tune, self._tune_action))
+        c["resume"].on_click(lambda _b: self._on_button(self.resume, self._resume_action))
         c["stop"].on_click(lambda _b: self._on_button(self.stop, self._stop_action))
         c["finish"].on_click(lambda _b: self._on_button(self.finish, self._finish_action))
         c["sweep"].on_click(lambda _b: self._on_button(self.sweep, self._sweep_action))
@@ -186,78 +192,13 @@ class Panel(ButtonActions, RunViews):
         except Exception:  # noqa: BLE001 - a spec the form cannot show does not stop following the run
             pass
         self._on_form_change()
+        self.form.fold()  # a run is shown: its title sums the form up; a click re-opens it
         registry.make_current(self)
         self.refresh(force=True)
         if len(self.live_figure.data) > 3 or self.sweep_figure is not None:
             self.persist_figures()
         self.start()  # follow it live when there is an event loop (a kernel); no-op otherwise
         return run
-
-    def stop(self) -> str:
-        """Stop the attached run (and its sweep); returns the final status. Blocks up to ~6 s."""
-        return self._now(lambda run: run.stop())
-
-    def finish(self) -> str:
-        """End tuning now; the run compiles, verifies and times the best model so far. Returns at once."""
-        return self._now(lambda run: run.finish())
-
-    def _now(self, call: Callable[["engine.Run"], str]) -> str:
-        if self.run is None:
-            return "idle"
-        status = call(self.run)
-        self.refresh(force=True)
-        return status
-
-    def sweep(self, slices: list[int] | str | None = None) -> None:
-        """Time the finished run's tuned models at `slices` (default: the form's sweep slices) in the background."""
-        if self.run is None:
-            raise engine.SpecError("run", "attach a run (or press Tune) before sweeping")
-        chosen = self._sweep_slices(slices)
-        self._start_sweep(chosen)
-        self.refresh(force=True)
-        self.start()
-
-    def export_csv(self, folder: str | None = None) -> list[str]:
-        """Write the run's events, progress, results, sweep and telemetry as CSV files; returns the paths."""
-        if self.run is None:
-            raise engine.SpecError("run", "no run to export yet")
-        folder = folder or self.controls["csv_folder"].value.strip() or "workbench-export"
-        paths = self.run.to_csv(folder)
-        self._export_msg.value = f"<span style='font-size:90%'>wrote {len(paths)} CSV files to {html.escape(folder)}</span>"
-        return paths
-
-    def _checked_spec(self) -> "engine.TuneSpec":
-        try:
-            return self.spec()
-        except engine.SpecError:
-            self._update_buttons()
-            raise
-
-    def _launch(self, spec: "engine.TuneSpec") -> "engine.Run":
-        try:
-            return engine.tune(spec, home=self.home)
-        except engine.SpecError as err:  # found while planning (e.g. an unreadable ONNX file)
-            self.form.show_errors({err.field: err.message})  # fields without a control land on the general line
-            raise
-
-    def _sweep_slices(self, slices: list[int] | str | None) -> list[int]:
-        value = slices if slices is not None else list(self.controls["sweep_slices"].value)
-        try:
-            return list(parse_slices(value, "sweep_slices"))
-        except engine.SpecError as err:
-            self.form.show_errors({err.field: err.message}, keep_general=True)
-            raise
-
-    def _start_sweep(self, slices: list[int]) -> None:
-        assert self.run is not None
-        try:
-            self.run.start_sweep(slices)
-        except engine.SpecError as err:
-            if err.field == "sweep_slices":
-                self.form.show_errors({err.field: err.message}, keep_general=True)
-            else:
-                self.form.show_general(f"{err.field}: {err.message}")
-            raise
 
     # -- live updates -------------------------------------------------------------------------------
 
@@ -275,6 +216,7 @@ class Panel(ButtonActions, RunViews):
         self._last_persist = time.monotonic()
         self._last_key: tuple | None = None
         self._last_status = "idle"
+        self._run_line: tuple[list[str], str] | None = None  # the status line's parts for the run, and its colour
         self._curve_counts: dict[str, int] = {}
         self._tele_points = 0
         self._gpu_note = ""
@@ -337,6 +279,7 @@ class Panel(ButtonActions, RunViews):
         self._finishing = run.finish_requested
         if len(curve) or len(tele):
             self._live_box.layout.display = ""
+        self._waiting.layout.display = "" if status in ACTIVE and not len(curve) else "none"
         n_live = len(self.live_figure.data)
         self._top = top_tasks(tasks, curve)
         self._curve_counts = update_live_figure(self.live_figure, curve, tele, phases, self._t0, self._gpu_note,

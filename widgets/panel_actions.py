@@ -12,7 +12,9 @@ from typing import Any
 
 from . import engine
 
+from .engine import parse_slices
 from .form import ERROR_FIELDS
+from .panel_views import RESUMABLE
 
 
 def running_loop() -> asyncio.AbstractEventLoop | None:
@@ -25,6 +27,85 @@ def running_loop() -> asyncio.AbstractEventLoop | None:
 class ButtonActions:
     """Mixed into `Panel`: what its buttons do and how it follows a run."""
 
+    # -- what the buttons do, callable from plain Python too -----------------------------------------
+    def stop(self) -> str:
+        """Stop the attached run (and its sweep); returns the final status. Blocks up to ~6 s."""
+        return self._now(lambda run: run.stop())
+
+    def finish(self) -> str:
+        """End tuning now; the run compiles, verifies and times the best model so far. Returns at once."""
+        return self._now(lambda run: run.finish())
+
+    def _now(self, call: Callable[["engine.Run"], str]) -> str:
+        if self.run is None:
+            return "idle"
+        status = call(self.run)
+        self.refresh(force=True)
+        return status
+
+    def sweep(self, slices: list[int] | str | None = None) -> None:
+        """Time the finished run's tuned models at `slices` (default: the form's sweep slices) in the background."""
+        if self.run is None:
+            raise engine.SpecError("run", "attach a run (or press Tune) before sweeping")
+        chosen = self._sweep_slices(slices)
+        self._start_sweep(chosen)
+        self.refresh(force=True)
+        self.start()
+
+    def export_csv(self, folder: str | None = None) -> list[str]:
+        """Write the run's events, progress, results, sweep and telemetry as CSV files; returns the paths."""
+        if self.run is None:
+            raise engine.SpecError("run", "no run to export yet")
+        folder = folder or self.controls["csv_folder"].value.strip() or "workbench-export"
+        paths = self.run.to_csv(folder)
+        self._export_msg.value = f"<span style='font-size:90%'>wrote {len(paths)} CSV files to {html.escape(folder)}</span>"
+        return paths
+
+    def _checked_spec(self) -> "engine.TuneSpec":
+        try:
+            return self.spec()
+        except engine.SpecError:
+            self._update_buttons()
+            raise
+
+    def _launch(self, spec: "engine.TuneSpec") -> "engine.Run":
+        try:
+            return engine.tune(spec, home=self.home)
+        except engine.SpecError as err:  # found while planning (e.g. an unreadable ONNX file)
+            self.form.show_errors({err.field: err.message})  # fields without a control land on the general line
+            raise
+
+    def _sweep_slices(self, slices: list[int] | str | None) -> list[int]:
+        value = slices if slices is not None else self.controls["sweep_slices"].value
+        try:
+            return list(parse_slices(value, "sweep_slices"))
+        except engine.SpecError as err:
+            self.form.show_errors({err.field: err.message}, keep_general=True)
+            raise
+
+    def _start_sweep(self, slices: list[int]) -> None:
+        assert self.run is not None
+        try:
+            self.run.start_sweep(slices)
+        except engine.SpecError as err:
+            if err.field == "sweep_slices":
+                self.form.show_errors({err.field: err.message}, keep_general=True)
+            else:
+                self.form.show_general(f"{err.field}: {err.message}")
+            raise
+
+    def resume(self) -> "engine.Run":
+        """Continue the attached stopped or partial run from its measured records and follow it. Blocks ~1 s."""
+        self.attach(engine.resume(self._resumable(), self.home))
+        return self.run
+
+    def _resumable(self) -> "engine.Run":
+        if self.run is None or self.run.status not in RESUMABLE:
+            state = f"run {self.run.id} is {self.run.status}" if self.run is not None else "no run is attached"
+            raise engine.SpecError("run", f"{state}: only a stopped, partial, failed or crashed run can be resumed")
+        return self.run
+
+    # -- button plumbing ------------------------------------------------------------------------------
     def _on_button(self, sync: Callable[[], Any], action: Callable[[], Coroutine[Any, Any, None]]) -> None:
         """Run a button's action: as a task on the kernel loop if there is one (blocking parts in its
         executor), else synchronously right here (plain Python, tests)."""
@@ -77,6 +158,16 @@ class ButtonActions:
         run = await self._blocking(self._launch, spec)
         self._busy = ""
         self.attach(run)
+
+    async def _resume_action(self) -> None:
+        run = self._resumable()
+        self._busy = "resuming"
+        self._update_buttons()
+        self._status.value = (f"<b>resuming</b> run {html.escape(run.id)}: repairing its databases and starting its "
+                              "processes ...")
+        resumed = await self._blocking(engine.resume, run, self.home)
+        self._busy = ""
+        self.attach(resumed)
 
     async def _stop_action(self) -> None:
         await self._run_action("stopping", "", self.run.stop if self.run else None)

@@ -13,10 +13,12 @@ from . import engine
 from .analysis import fmt_seconds, recommend_tuning_slice
 from .engine import FAILURES, describe
 from .figures import make_sweep_figure, update_sweep_figure
+from .form import field_name
 from .ran import ran_html
 from .tasks import plan_html
 
 ACTIVE = ("running", "starting")
+RESUMABLE = ("stopped", "partial", "failed", "crashed")  # ended before its budget: Resume continues it
 
 def result_line(results: pd.DataFrame) -> tuple[str, bool]:
     """The status line's first words: the best model so far and its speedup over the untuned build, and
@@ -40,6 +42,12 @@ def persist(fig: Any) -> None:
     if fig is not None and hasattr(fig, "_widget_data"):
         fig._widget_layout = copy.deepcopy(fig._layout_obj._props)
         fig._widget_data = copy.deepcopy(fig._data)
+
+
+def tune_blocker(errors: dict[str, str]) -> str:
+    """Why the form keeps Tune off, as the status says it ('to tune, fix slices: ...'); '' when nothing does."""
+    spec_errors = [f"{field_name(k)}: {v}" for k, v in errors.items() if k != "sweep_slices"]
+    return f"to tune, fix {'; '.join(spec_errors)}" if spec_errors else ""
 
 
 class RunViews:
@@ -83,11 +91,12 @@ class RunViews:
                 parts.append(fmt_seconds(wall))
         if run.message:
             parts.append(html.escape(run.message))
+        if status in RESUMABLE and "workbench resume" not in run.message:
+            parts.append(f"press Resume or run: workbench resume {html.escape(run.id)}")
         color = {"done": "#2e7d32", "failed": "#c62828", "crashed": "#c62828", "stopped": "#ef6c00",
                  "partial": "#ef6c00"}.get(status, "#1565c0")
-        value = f"<div style='border-left:4px solid {color};padding:2px 8px'>{' · '.join(parts)}</div>"
-        if self._status.value != value:
-            self._status.value = value
+        self._run_line = (parts, color)
+        self._show_status()
         plan = plan_html(run.plan.get("budget"), active=status in ACTIVE) + ran_html(run)
         if self._plan.value != plan:
             self._plan.value = plan
@@ -160,6 +169,23 @@ class RunViews:
         self._run_errors.value = (f"<div style='color:#c62828'><b>{len(errs)} errors/skips</b> (run.errors())"
                                   f"<ul style='margin:0'>{''.join(lines)}</ul></div>")
 
+    def _show_status(self) -> None:
+        """The status line: the run's state (or idle) and, when the form keeps Tune off, why.
+
+        While a button's action is in flight its own words ('planning ...', 'stopping ...') stand."""
+        if self._busy:
+            return
+        why = tune_blocker(self._field_errors)
+        if self._run_line is None:
+            value = f"<b>idle</b>: {html.escape(why or 'fill in the form and press Tune')}"
+        else:
+            parts, color = self._run_line
+            extra = [f"<span style='color:#c62828'>{html.escape(why)}</span>"] \
+                if why and self._last_status not in ACTIVE else []
+            value = f"<div style='border-left:4px solid {color};padding:2px 8px'>{' · '.join(parts + extra)}</div>"
+        if self._status.value != value:
+            self._status.value = value
+
     def _update_buttons(self) -> None:
         c = self.controls
         run, status = self.run, self._last_status
@@ -170,9 +196,14 @@ class RunViews:
         finish_off = not (active and self._phase == "tuning") or self._finishing or self._busy != ""
         sweep_off = (run is None or active or self._sweeping or not self._has_results or self._busy != ""
                      or "sweep_slices" in self._field_errors)
-        for name, off in (("tune", tune_off), ("stop", stop_off), ("finish", finish_off), ("sweep", sweep_off),
-                          ("export", run is None)):
+        resumable = run is not None and status in RESUMABLE and not self._sweeping
+        for name, off in (("tune", tune_off), ("resume", not resumable or self._busy != ""), ("stop", stop_off),
+                          ("finish", finish_off), ("sweep", sweep_off), ("export", run is None)):
             if c[name].disabled != off:
                 c[name].disabled = off
-        c["tune"].tooltip = ("fix the fields marked in red first" if spec_errors else
+        display = "" if resumable else "none"
+        if c["resume"].layout.display != display:
+            c["resume"].layout.display = display
+        c["tune"].tooltip = (tune_blocker(self._field_errors) if spec_errors else
                              "the attached run is still running" if active else "start tuning in the background")
+        self._show_status()

@@ -56,8 +56,8 @@ def disk_full_message(run_dir: str) -> str:
     except OSError:
         left = "free space unknown"
     return (f"disk full (ENOSPC: no space left on device) under {run_dir} ({left}); the run was stopped and "
-            f"measured records are kept in the shard databases: free some space, then `workbench resume "
-            f"{os.path.basename(run_dir)}`")
+            f"measured records are kept in the shard databases: free some space, then press Resume or "
+            f"run: workbench resume {os.path.basename(run_dir)}")
 
 
 def reserve_space(run_dir: str, size: int = RESERVE_BYTES) -> None:

@@ -97,13 +97,27 @@ def _int_list(value: Any, field_name: str, lo: int, hi: int, message: str) -> tu
 
 
 def parse_slices(text: str | tuple | list, field_name: str = "slices") -> tuple[int, ...]:
-    """'25,50,100' or [25, 50] -> (25, 50, 100), each checked to be 1..100, no duplicates."""
-    out = _int_list(text, field_name, 1, 100, f"a slice is a whole percentage from 1 to 100, got {text!r}")
-    if not out:
-        raise SpecError(field_name, "give at least one slice percentage from 1 to 100")
+    """'25,50,100' or [25, 50] -> (25, 50, 100): whole percentages from 1 to 100, each once.
+
+    Text may have spaces, '%' signs and one trailing comma ('50,' is (50,), as typed in a form field).
+    The SpecError's message names the offending item, e.g. "150 is not a percentage from 1 to 100".
+    """
+    items: list[Any] = list(text) if not isinstance(text, str) else [x.strip() for x in text.split(",")]
+    if isinstance(text, str) and len(items) > 1 and items[-1] == "":
+        items.pop()  # one trailing comma
+    if not items or items == [""]:
+        raise SpecError(field_name, "give at least one percentage from 1 to 100, e.g. 25,50,100")
+    out = []
+    for item in items:
+        digits = item.rstrip("%").strip() if isinstance(item, str) else None
+        value = int(digits) if digits is not None and digits.lstrip("-").isdigit() else item
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 100:
+            shown = "an empty entry" if item == "" else str(item) if isinstance(item, (str, int)) else repr(item)
+            raise SpecError(field_name, f"{shown} is not a percentage from 1 to 100")
+        out.append(value)
     if len(set(out)) != len(out):
-        raise SpecError(field_name, f"each slice may appear once, got {list(out)}")
-    return out
+        raise SpecError(field_name, f"each percentage may appear once, got {','.join(map(str, out))}")
+    return tuple(out)
 
 
 def _opt(default: Any, help: str | None = None, flag: str | None = None) -> Any:

@@ -131,7 +131,8 @@ class Supervisor:
             elif self.finishing:
                 message = "finished early on request: the best records so far were compiled, verified and timed"
         except Stopped:
-            status, message = "stopped", "stopped on request; it can be resumed (workbench resume RUN)"
+            status, message = "stopped", ("stopped on request; to continue, press Resume or run: workbench resume "
+                                          f"{os.path.basename(self.run_dir)}")
         except Exception as err:  # noqa: BLE001 - becomes an event, never a silent death
             status, message = "failed", f"{type(err).__name__}: {err}"
             if diskspace.is_disk_full(err):
