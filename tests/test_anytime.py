@@ -124,3 +124,13 @@ def test_trials_by_counts_a_committed_runs_batches():
     assert anytime.trials_by(batches, batches[-1]["t"]) == 288
     assert anytime.trials_by(batches, batches[0]["t"] - 1) == 0
     assert anytime.trials_by(batches, batches[3]["t"]) == 64
+
+
+def test_rank_test_of_per_trial_quality():
+    """The exact one-sided Mann-Whitney p-value: 1 of the 6 splits of 4 values is as extreme as b all above a."""
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    from per_trial_quality import rank_test
+
+    assert rank_test([1.0, 2.0], [3.0, 4.0]) == {"u_workbench_below_stock": 0, "pairs": 4, "p_one_sided": 0.1667}
+    assert rank_test([3.0, 4.0], [1.0, 2.0])["p_one_sided"] == 1.0
+    assert rank_test([1.0, 2.0], [2.0, 3.0])["u_workbench_below_stock"] == 0.5
