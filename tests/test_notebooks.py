@@ -124,7 +124,7 @@ def test_sharding_speedup(tmp_path, monkeypatch) -> None:
     nb, took = _execute("03_sharding_speedup.ipynb", tmp_path, monkeypatch)
     print(f"03_sharding_speedup: {took:.0f} s")
     _panel_checks(nb)
-    assert re.search(r"stock: run \S+ done", _text(nb)) and re.search(r"sharded: run \S+ done", _text(nb))
+    assert re.search(r"one-client: run \S+ done", _text(nb)) and re.search(r"sharded: run \S+ done", _text(nb))
     assert _has_dataframe(nb, "trials/s") and _has_dataframe(nb, "sharded")
-    assert "x the stock time" in _text(nb)
+    assert "x the one-client time" in _text(nb)
     assert took < 240
