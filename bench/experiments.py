@@ -29,6 +29,7 @@ class Experiment:
     meta: dict = field(default_factory=dict)  # the first bench JSON's header (date, model, tvm, trials...)
     scaling: dict | None = None
     matrix: list[dict] = field(default_factory=list)
+    anytime: dict | None = None  # table "anytime": {"entry": the model's bench/anytime.py entry, "seeds": rows}
 
     @property
     def views(self) -> dict:
@@ -58,5 +59,9 @@ def machine_text(e: Experiment) -> str:
         lines = f.read().splitlines()
     gpus = [line.split(", ") for line in lines[1:] if re.match(r"^\d+, ", line)]
     cpus = lines[len(gpus) + 1]
-    kind = {"h200": "nvidia-h200", "h200x2": "nvidia-h200-x2"}.get(e.machine, e.machine)
-    return f"{kind} ({len(gpus)}x {gpus[0][1]}, {cpus} vCPUs, driver {gpus[0][2]})"
+    return f"{device_kind(e)} ({len(gpus)}x {gpus[0][1]}, {cpus} vCPUs, driver {gpus[0][2]})"
+
+
+def device_kind(e: Experiment) -> str:
+    """The device machine's kind from the folder's name: h200 -> 'nvidia-h200'."""
+    return {"h200": "nvidia-h200", "h200x2": "nvidia-h200-x2"}.get(e.machine, e.machine)

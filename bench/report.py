@@ -16,6 +16,9 @@ CSVs and the runs' event logs (`<run>.jsonl.gz`). Tables:
   These two are compared with the experiment's stock here (`compare_steady`), steady rates included.
 - "scaling": one bench JSON on one GPU ("one_gpu") and one run's event log on more ("more_gpus").
 - "slice-matrix": the folder's *.sweep.csv, the rows of h200_slice_matrix.csv.
+- "anytime": one model's entry ("model") of a bench/anytime.py JSON ("file", under the results folder):
+  per seed, stock with its budget, then each workbench config finished at stock's wall time (equal time);
+  the ratios are recomputed here from the runs' checkpoints (`anytime_row`).
 A new experiment: the device call's files in a new dated folder, *.jsonl and *.log gzip-compressed
 (`gzip -n`), a README.md (what command, which machine, what it shows) and, where it makes a table,
 an experiment.json; then run this and commit the three files it rewrites.
@@ -33,7 +36,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from tuning_throughput import compare, steady_rate, tuning_window  # noqa: E402
+from tuning_throughput import compare, steady_rate, time_to, tuning_window  # noqa: E402
 
 from experiments import Experiment, run_events  # noqa: E402
 
@@ -196,8 +199,42 @@ def matrix_table(e: Experiment, results: str) -> None:
             e.matrix += list(csv.DictReader(f))
 
 
+def anytime_row(seed: str, raw: dict, config: str, torch_ms: float | None) -> dict:
+    """One seed of one config at equal time, from the runs' checkpoints: the workbench's last checkpoint (at
+    stock's wall) over stock's last (its final); its first checkpoint within 3 % of stock's final over stock's
+    own time to its final (1.0 when never reached, as bench/anytime.py counts it)."""
+    stock, r = raw["stock"], raw["configs"][config]
+    ok = (stock is not None and stock.get("status") in ("done", "partial") and not stock.get("skipped_tasks")
+          and stock.get("checkpoints") and r.get("checkpoints"))
+    row = {"seed": int(seed), "config": config, "run": r["run"], "stock_run": stock and stock["run"],
+           "stock_trials": stock and stock["trials"], "stock_wall_s": stock and stock["wall_s"],
+           "trials": r["trials"], "span_s": r["span_s"], "best_ms_at_300s": r.get("best_ms_at_300s"),
+           "stock_best_ms_at_300s": stock and stock.get("best_ms_at_300s"), "torch_eager_fp32_ms": torch_ms,
+           "untuned_ms": r.get("untuned_ms"), "stock_final_ms": None, "latency_ms": None,
+           "equal_time_latency_ratio": None, "stock_time_to_final_s": None, "time_to_stock_latency_s": None,
+           "time_to_stock_latency_ratio": None, "reached_stock_latency": None, "trials_ratio": None}
+    if not ok:
+        return row
+    final, latest = stock["checkpoints"][-1]["latency_ms"], r["checkpoints"][-1]["latency_ms"]
+    t_stock, t = time_to(stock["checkpoints"], final), time_to(r["checkpoints"], final)
+    return {**row, "stock_final_ms": final, "latency_ms": latest, "equal_time_latency_ratio": latest / final,
+            "stock_time_to_final_s": t_stock, "time_to_stock_latency_s": t,
+            "time_to_stock_latency_ratio": 1.0 if t is None else t / t_stock, "reached_stock_latency": t is not None,
+            "trials_ratio": r["trials"] / stock["trials"]}
+
+
+def anytime_table(e: Experiment, results: str) -> None:
+    """Rows of an "anytime" experiment: every seed and config of the model's entry in the bench/anytime.py JSON."""
+    doc = load_json(results, e.manifest["file"])
+    entry = next(m for m in doc["models"] if m["model"] == e.manifest["model"])
+    e.meta = {k: v for k, v in doc.items() if k != "models"}
+    e.anytime = {"entry": entry, "seeds": [anytime_row(seed, raw, name, raw.get("torch_eager_fp32_ms"))
+                                           for seed, raw in sorted(entry["raw"].items(), key=lambda x: int(x[0]))
+                                           for name in raw["configs"]]}
+
+
 TABLES = {"bench": bench_table, "bench-events": bench_events_table, "lane-logs": lane_logs_table,
-          "scaling": scaling_table, "slice-matrix": matrix_table}
+          "scaling": scaling_table, "slice-matrix": matrix_table, "anytime": anytime_table}
 
 
 def load_json(folder: str, name: str) -> dict:

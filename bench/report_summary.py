@@ -2,8 +2,11 @@
 
 An experiment's manifest says what it adds ("summary"), each under a key that names the folder
 (its date, machine and what was run) or the one named here:
-- "headline": its best config (most goals met, then trials/s) gives the top-level keys;
-- "best": {"<folder>": {"best": that config's ratios}};
+- "headline": the top-level keys: an "anytime" experiment's medians over seeds at equal time (issue 16's
+  goals, `anytime_headline`), or a "bench" experiment's best config (most goals met, then trials/s);
+- "anytime": {"<folder>": the anytime experiment's medians and, per seed, stock and the workbench at
+  stock's wall time};
+- "best": {"<folder>": {"best": that config's ratios}}, measured at equal trials;
 - "rows": {"<folder>": {"<config> seed <s>": the row's times and ratios}};
 - {"seeds": CONFIG}: "seeds", that config's medians over seeds (the bench's `compare_seeds`);
 - {"one_client": CONFIG}: "one_client", that config's row;
@@ -18,10 +21,11 @@ from __future__ import annotations
 
 import statistics
 
-from experiments import Experiment, machine_text, run_events
+from experiments import Experiment, device_kind, machine_text, run_events
 from tuning_throughput import compare_seeds
 
 GOAL = {"trials_per_s_ratio": 5.0, "time_to_same_latency_reduction": 0.75, "final_latency_ratio_max": 1.03}
+EQUAL_TIME_GOAL = {"equal_time_latency_ratio_max": 0.8, "time_to_stock_latency_ratio_max": 0.25}  # issue 16
 TOLERANCE = 1.03
 ROW_KEYS = ("wall_s", "first_batch_s", "trials_per_s", "trials_per_s_ratio", "final_latency_ms", "final_latency_ratio",
             "time_to_same_latency_reduction", "cpu_util_mean", "gpu_util_mean")
@@ -163,15 +167,25 @@ def paired(e: Experiment, config: str, alone_stocks: list[float], results: str) 
             "first_round": {str(r["seed"]): first_round(r, run_events(results, r["run"])) for r in wb}}
 
 
-def goal_status(top: dict, alone: list[dict], rows: list[dict], quality: dict) -> dict:
-    """Each goal on its own, alone on one GPU (and which runs met it); then all three in one run."""
+def goal_status(alone: list[dict], rows: list[dict], quality: dict, equal_time: tuple[str, dict] | None) -> dict:
+    """Each goal on its own: issue 16's at equal time (the newest anytime experiment's medians over seeds), then
+    the older ones at equal trials, alone on one GPU (and which runs met them); then those three in one run."""
     wb_alone = workbench_rows(alone)
+    top = max(wb_alone, key=lambda r: r.get("trials_per_s_ratio") or 0)
     reached = [r for r in workbench_rows(rows)
                if (r.get("time_to_same_latency_reduction") or 0) >= GOAL["time_to_same_latency_reduction"]]
     stock_us = statistics.median(quality["stock"]["final_us"])
-    return {"trials_per_s_ratio": {
+    out = {}
+    if equal_time:
+        name, block = equal_time
+        for key, bound in (("equal_time_latency_ratio", EQUAL_TIME_GOAL["equal_time_latency_ratio_max"]),
+                           ("time_to_stock_latency_ratio", EQUAL_TIME_GOAL["time_to_stock_latency_ratio_max"])):
+            median = block["medians"][key]
+            out[key] = {"met": median <= bound, "median": median, "max": bound, "experiment": name,
+                        "config": block["config"], "per_seed": {k: r[key] for k, r in block["per_seed"].items()}}
+    return {**out, "trials_per_s_ratio": {
                 "met_alone_on_one_gpu": any((r.get("trials_per_s_ratio") or 0) >= GOAL["trials_per_s_ratio"] for r in wb_alone),
-                "best": top["trials_per_s_ratio"], "best_config": top["config"],
+                "best": top["trials_per_s_ratio"], "best_config": top["config"], "best_experiment": top["experiment"],
                 "evolved_first_alone": {f"{r['experiment']} {label(r)}": r["trials_per_s_ratio"]
                                         for r in wb_alone if r["first_round"] == "evolutionary"}},
             "time_to_same_latency_reduction": {
@@ -186,6 +200,74 @@ def goal_status(top: dict, alone: list[dict], rows: list[dict], quality: dict) -
                 "at_5x_alone": sorted(r["final_latency_ratio"] for r in wb_alone
                                       if (r.get("trials_per_s_ratio") or 0) >= GOAL["trials_per_s_ratio"])},
             "all_three_in_one_run": any(goals_met(r) == 3 for r in workbench_rows(rows))}
+
+
+def median_of(rows: list[dict], key: str) -> float | None:
+    """The median of `key` over the rows that have it (None left out); None when none has it."""
+    vals = [r[key] for r in rows if r.get(key) is not None]
+    return statistics.median(vals) if vals else None
+
+
+def anytime_block(e: Experiment) -> dict:
+    """An anytime experiment's config with the lowest median equal-time ratio: its medians over seeds and each
+    seed's row."""
+    rows = e.anytime["seeds"]
+    by = {c: [r for r in rows if r["config"] == c] for c in dict.fromkeys(r["config"] for r in rows)}
+    config = min((c for c in by if median_of(by[c], "equal_time_latency_ratio") is not None),
+                 key=lambda c: median_of(by[c], "equal_time_latency_ratio"))
+    mine = by[config]
+    keys = ("equal_time_latency_ratio", "time_to_stock_latency_ratio", "trials_ratio", "stock_wall_s",
+            "stock_final_ms", "latency_ms", "best_ms_at_300s", "stock_best_ms_at_300s", "torch_eager_fp32_ms")
+
+    def rnd(key: str, x: float | None) -> float | None:
+        """Ratios to 4 decimals, milliseconds to 5 significant digits (as bench/anytime.py keeps its medians)."""
+        if x is None or isinstance(x, bool) or not (key.endswith("_ratio") or "_ms" in key):
+            return x
+        return round(x, 4) if key.endswith("_ratio") else float(f"{x:.5g}")
+
+    return {"measured_at": "equal time: the workbench finished at stock's wall time", "config": config,
+            "seed_list": [r["seed"] for r in mine],
+            "reached_stock_latency": sum(bool(r["reached_stock_latency"]) for r in mine),
+            "medians": {k: rnd(k, median_of(mine, k)) for k in keys},
+            "per_seed": {str(r["seed"]): {k: rnd(k, v) for k, v in r.items()} for r in mine}}
+
+
+def verdict(value: float, bound: float) -> str:
+    """'met (0.251 under)' or 'missed by 0.467' against an upper bound."""
+    return f"met ({bound - value:.3f} under)" if value <= bound else f"missed by {value - bound:.3f}"
+
+
+def anytime_headline(e: Experiment, block: dict) -> dict:
+    """The top-level keys from an anytime experiment: its best config's medians over seeds at equal time."""
+    m, entry, med = e.meta, e.anytime["entry"], block["medians"]
+    eq, tt = med["equal_time_latency_ratio"], med["time_to_stock_latency_ratio"]
+    g_eq, g_tt = EQUAL_TIME_GOAL["equal_time_latency_ratio_max"], EQUAL_TIME_GOAL["time_to_stock_latency_ratio_max"]
+    met = {"equal_time_latency_ratio_max": eq <= g_eq, "time_to_stock_latency_ratio_max": tt <= g_tt}
+    seeds = block["seed_list"]
+    at_300 = [s for s, r in block["per_seed"].items() if r["best_ms_at_300s"] is not None]
+    short = [f"seed {s} ran {r['span_s']} s" for s, r in block["per_seed"].items() if r["best_ms_at_300s"] is None]
+    note = (f"Measured at equal time ({e.name}, bench/anytime.py): per seed, stock ran its {entry['stock_trials']} "
+            f"trials, then {block['config']} was finished at stock's wall time (median {med['stock_wall_s']} s); "
+            f"every value is the median over seeds {', '.join(map(str, seeds))}. final_latency_ratio = "
+            f"equal_time_latency_ratio {eq:.3f}, the workbench's model at stock's wall time over stock's final: goal "
+            f"<= {g_eq} {verdict(eq, g_eq)}. time_to_stock_latency_ratio {tt:.3f}, the time until within "
+            f"{TOLERANCE - 1:.0%} of "
+            f"stock's final over stock's time to its final: goal <= {g_tt} {verdict(tt, g_tt)} "
+            f"({block['reached_stock_latency']} of {len(seeds)} seeds reached it; time_to_same_latency_reduction = "
+            f"1 - it). trials_per_s_ratio: the workbench's trials by stock's wall time over stock's. best_ms_at_300s: "
+            f"median over seeds {', '.join(at_300)}" + (f" ({'; '.join(short)}: under 300 s)" if short else "")
+            + ". goal's trials_per_s_ratio, time_to_same_latency_reduction and final_latency_ratio_max are the "
+            "older goals at equal trials (goal_status); the folders' 'best' and 'rows' blocks are measured at "
+            "equal trials.")
+    return {"model": e.manifest["model"], "model_shapes": e.manifest.get("model_shapes"),
+            "machine": f"{device_kind(e)} ({m['machine']}, {m['cores']} cores)", "tvm": m["tvm"],
+            "date": m["date"][:10], "trials": entry["stock_trials"], "batch": entry["batch"], "seed": seeds,
+            "source": f"{e.name}: {e.title}", "best_config": block["config"],
+            "trials_per_s_ratio": round(med["trials_ratio"], 3), "time_to_same_latency_reduction": round(1 - tt, 4),
+            "time_to_same_latency_reached": block["reached_stock_latency"] == len(seeds),
+            "final_latency_ratio": eq, "goal": {**GOAL, **EQUAL_TIME_GOAL}, "goal_met": all(met.values()),
+            "goals_met": met, "note": note, "equal_time_latency_ratio": eq, "time_to_stock_latency_ratio": tt,
+            "best_ms_at_300s": med["best_ms_at_300s"], "torch_eager_fp32_ms": med["torch_eager_fp32_ms"]}
 
 
 def headline(e: Experiment) -> dict:
@@ -216,7 +298,8 @@ def summarize(experiments: list[Experiment], results: str) -> dict:
              if "failed" not in r]
     at_full = [r for r in bench if r["config"] == "stock" or "@100" in r["config"]]  # tuned on the whole GPU
     head = next(e for e in h200 if "headline" in e.views)
-    out = headline(head)
+    anytime = {e.name: anytime_block(e) for e in h200 if e.anytime}
+    out = anytime_headline(head, anytime[head.name]) if head.anytime else headline(head)
     quality = search_quality(at_full, results)
     by_round = {k: sorted(r["final_latency_ms"] for r in at_full if r["first_round"] == k)
                 for k in ("random", "evolutionary")}
@@ -237,10 +320,14 @@ def summarize(experiments: list[Experiment], results: str) -> dict:
         if "rows" in v:
             block.update({label(r): {k: r.get(k) for k in ROW_KEYS} for r in e.rows if "failed" not in r})
         if "best" in v:
-            block["best"] = {k: best(e.rows)[k] for k in ("config", *RATIOS)}
+            block["best"] = {"measured_at": "equal trials: every config ran stock's trial budget",
+                             **{k: best(e.rows)[k] for k in ("config", *RATIOS)}}
+        if "anytime" in v:
+            block.update(anytime[e.name])
         if block:
             blocks[e.name] = block
     out.update({"first_round_latency_ms_at_100": by_round,
-                "goal_status": goal_status({**best(head.rows)}, alone, rows, quality), "search_quality": quality,
+                "goal_status": goal_status(alone, rows, quality, next(iter(anytime.items()), None)),
+                "search_quality": quality,
                 **blocks, "slice_matrix_rows": sum(len(e.matrix) for e in h200), "runs": rows})
     return out

@@ -10,6 +10,7 @@ import json
 import math
 import os
 import re
+import statistics
 import subprocess
 import sys
 
@@ -19,6 +20,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "bench", "results")
 FOLDER = re.compile(r"^\d{4}-\d{2}-\d{2}-(h200|h200x2|cpu)-[a-z0-9][a-z0-9.@+-]*$")
 MATRIX_COLUMNS = ["model", "tuned_at", "inferred_at", "latency_ms_median", "latency_ms_iqr"]
+ANYTIME_KEYS = ["model", "seeds", "stock_wall_s", "stock_final_ms", "equal_time_latency_ratio",
+                "time_to_stock_latency_ratio", "torch_eager_fp32_ms", "best_ms_at_300s", "best_config"]  # issue 16
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +74,8 @@ def test_rebuilt_slice_matrix_has_the_committed_rows(rebuilt):
 
 
 @pytest.mark.parametrize("key", ["trials_per_s_ratio", "time_to_same_latency_reduction", "final_latency_ratio",
-                                 "best_config", "model"])
+                                 "best_config", "model", "seed", "goal_met", "equal_time_latency_ratio",
+                                 "time_to_stock_latency_ratio", "torch_eager_fp32_ms"])
 def test_summary_keeps_the_keys_reviewers_read(key):
     summary = load_json(RESULTS)
     assert summary[key] is not None
@@ -79,15 +83,51 @@ def test_summary_keeps_the_keys_reviewers_read(key):
         assert 0.0 <= summary[key] <= 1.0
 
 
-def test_headline_is_the_best_row_of_its_experiment():
+def test_h200_anytime_keeps_the_keys_the_issue_names():
+    doc = load_json(RESULTS, "h200_anytime.json")
+    assert doc["models"]
+    for entry in doc["models"]:
+        for key in ANYTIME_KEYS:
+            assert key in entry, (entry.get("model"), key)
+
+
+def test_headline_is_the_equal_time_medians_of_h200_anytime():
+    """The report recomputes the ratios from each seed's checkpoints; bench/anytime.py wrote its own medians."""
     summary = load_json(RESULTS)
     folder = summary["source"].split(":")[0]
-    mine = [r for r in summary["runs"] if r["experiment"] == folder and "failed" not in r]
-    best = next(r for r in mine if r["config"] == summary["best_config"])
-    assert best["trials_per_s_ratio"] == summary["trials_per_s_ratio"]
-    assert best["final_latency_ratio"] == summary["final_latency_ratio"]
-    assert (best["time_to_same_latency_reduction"] or 0.0) == summary["time_to_same_latency_reduction"]
-    assert summary["date"] == folder[:10]
+    manifest = load_json(os.path.join(RESULTS, folder), "experiment.json")
+    assert manifest["table"] == "anytime" and "headline" in manifest["summary"]
+    doc = load_json(RESULTS, manifest["file"])
+    entry = next(m for m in doc["models"] if m["model"] == summary["model"])
+    assert summary["best_config"] == entry["best_config"] and summary["seed"] == entry["seeds"]
+    for key in ("equal_time_latency_ratio", "time_to_stock_latency_ratio", "best_ms_at_300s", "torch_eager_fp32_ms"):
+        assert summary[key] == pytest.approx(entry[key], rel=1e-3), key
+    assert summary["final_latency_ratio"] == summary["equal_time_latency_ratio"]
+    reduction = 1 - entry["time_to_stock_latency_ratio"]
+    assert summary["time_to_same_latency_reduction"] == pytest.approx(reduction, abs=1e-4)
+    raws = [entry["raw"][str(s)] for s in entry["seeds"]]
+    runs = [(raw["stock"], raw["configs"][entry["best_config"]]) for raw in raws]
+    trials = statistics.median(w["trials"] / st["trials"] for st, w in runs)  # in stock's wall time
+    assert summary["trials_per_s_ratio"] == pytest.approx(trials, abs=1e-3)
+    assert summary["time_to_same_latency_reached"] == all(w["reached_stock_latency"] for _, w in runs)
+    assert summary["trials"] == entry["stock_trials"] and summary["batch"] == entry["batch"]
+    assert summary["date"] == folder[:10] == doc["date"][:10] and summary["tvm"] == doc["tvm"]
+    goal = summary["goal"]
+    met = (summary["equal_time_latency_ratio"] <= goal["equal_time_latency_ratio_max"],
+           summary["time_to_stock_latency_ratio"] <= goal["time_to_stock_latency_ratio_max"])
+    assert summary["goal_met"] == all(met)
+    assert summary[folder]["per_seed"].keys() == {str(s) for s in entry["seeds"]}
+
+
+def test_equal_trials_bests_stay_under_their_folders():
+    summary = load_json(RESULTS)
+    blocks = {k: v["best"] for k, v in summary.items() if isinstance(v, dict) and "best" in v}
+    assert blocks
+    for folder, b in blocks.items():
+        assert b["measured_at"].startswith("equal trials"), folder
+        rows = [r for r in summary["runs"] if r["experiment"] == folder and "failed" not in r]
+        assert any(r["config"] == b["config"] and r["trials_per_s_ratio"] == b["trials_per_s_ratio"]
+                   and r["final_latency_ratio"] == b["final_latency_ratio"] for r in rows), folder
 
 
 def test_slice_matrix_has_the_columns_and_models_the_issue_names():
