@@ -114,6 +114,7 @@ def run_one(cfg: dict, args: argparse.Namespace, home: str, seed: int, trials: i
     """Run one config; with `stop_s`, `Run.finish()` that many seconds after its `run_started` event."""
     spec = wb.TuneSpec(model=args.model, target=args.target, slices=(cfg["slice"],), servers=cfg["servers"],
                        shards=cfg["shards"], trials=trials, trials_per_batch=args.batch, seed=seed,
+                       strategy=cfg["strategy"],
                        cost_model=args.cost_model, measure_timeout_s=args.measure_timeout,
                        gpus=tuple(range(cfg["gpus"])) if wb.detect_hardware().gpus else None)
     if args.attach:  # a finished run of this config (e.g. after a crash in the bench's own post-processing)

@@ -40,22 +40,23 @@ import workbench as wb  # noqa: E402
 from workbench.hardware import TargetSpec, resolve_target  # noqa: E402
 from workbench.sweep import infer_at  # noqa: E402
 
-CONFIG_RE = re.compile(r"^(\d+)x(\d+)@(\d+)(?:/(\d+)gpu)?(\+evo|\+rand)?(\+batch)?(\+cut)?$")
+CONFIG_RE = re.compile(r"^(\d+)x(\d+)@(\d+)(?:/(\d+)gpu)?(\+evo|\+rand)?(\+batch)?(\+cut)?(\+lean)?$")
 TOLERANCE = 1.03
 
 
 def parse_config(text: str) -> dict:
     if text == "stock":
         return {"name": "stock", "shards": 1, "servers": 1, "slice": 100, "runner": "local", "builder": "local",
-                "first_round": "evolutionary", "gpus": 1}
+                "first_round": "evolutionary", "gpus": 1, "strategy": "evolutionary"}
     m = CONFIG_RE.match(text)
     if not m:
-        raise SystemExit(f"bad config {text!r}: use stock or KxS@P[/Ngpu][+evo|+rand][+batch][+cut], e.g. 2x2@50 or "
+        raise SystemExit(f"bad config {text!r}: use stock or KxS@P[/Ngpu][+evo|+rand][+batch][+cut][+lean], e.g. 2x2@50 or "
                          "4x8@50/2gpu")
     k, s, p = map(int, m.groups()[:3])
     return {"name": text, "shards": k, "servers": s, "slice": p, "runner": "rpc-batch" if m.group(6) else "rpc",
             "builder": "persistent-cut" if m.group(7) else "persistent",
-            "first_round": {"+evo": "evolutionary", "+rand": "random"}.get(m.group(5), "auto"), "gpus": int(m.group(4) or 1)}
+            "first_round": {"+evo": "evolutionary", "+rand": "random"}.get(m.group(5), "auto"), "gpus": int(m.group(4) or 1),
+            "strategy": "evolutionary-lean" if m.group(8) else "evolutionary"}
 
 
 def tuning_window(events: list[dict]) -> tuple[float, float]:
@@ -175,6 +176,7 @@ def warm_intrinsics(target_kind: str, home: str) -> float:
 def run_config(cfg: dict, args, home: str, seed: int) -> dict:
     spec = wb.TuneSpec(model=args.model, target=args.target, slices=(cfg["slice"],), servers=cfg["servers"],
                        shards=cfg["shards"], trials=args.trials, trials_per_batch=args.batch, seed=seed,
+                       strategy=cfg["strategy"],
                        sweep_slices=(100,), cost_model=args.cost_model, measure_timeout_s=args.measure_timeout,
                        gpus=tuple(range(cfg["gpus"])) if wb.detect_hardware().gpus else None,
                        builder_workers=None if cfg["name"] == "stock" else args.builder_workers)

@@ -14,7 +14,7 @@ from typing import Any
 
 TARGETS = ("auto", "cpu", "cuda")
 COST_MODELS = ("xgb", "random")
-STRATEGIES = ("evolutionary", "replay-trace")
+STRATEGIES = ("evolutionary", "evolutionary-lean", "replay-trace")
 MAX_SERVERS = 64
 MAX_SHARDS = 64
 MAX_TRIALS = 100_000
@@ -144,7 +144,7 @@ class TuneSpec:
     trials_per_task: int | None = _opt(None, "at most this many trials per task (stock MetaSchedule's "
                                              "max_trials_per_task)")
     cost_model: str = _opt("xgb", "xgb or random")
-    strategy: str = _opt("evolutionary", "evolutionary or replay-trace")
+    strategy: str = _opt("evolutionary", "evolutionary, evolutionary-lean (a smaller, cheaper evolution) or replay-trace")
     seed: int | None = _opt(0, "random seed")
     tracker: str | None = _opt(None, "use an existing RPC tracker HOST:PORT:KEY instead of local servers")
     host: str = _opt(LOOPBACK, "address servers bind to")

@@ -256,9 +256,20 @@ class RandomFirstRound(PySearchStrategy):
         return RandomFirstRound(**self.kwargs)
 
 
+# "evolutionary-lean": TVM's evolution with a quarter of its population (512) and half its generations (4).
+# Each trial costs the H200 host ~8.6 CPU-s of search (bench/results/2026-12-01-h200-mlp-anytime), and XGB
+# scores at random for its first 100 samples, so most of that buys nothing early on. A lead of issue 16:
+# not yet measured for model quality on the H200, so not a default.
+LEAN_SEARCH = {"population_size": 128, "genetic_num_iters": 2}
+
+
 def make_strategy(name: str, first_round: str):
-    """The search strategy a client tunes with: TVM's, or evolutionary with a random first round."""
-    return RandomFirstRound() if name == "evolutionary" and first_round == "random" else name
+    """The search strategy a client tunes with: TVM's (by name), its lean variant, or either evolution with a
+    random first round."""
+    kwargs = LEAN_SEARCH if name == "evolutionary-lean" else {}
+    if name.startswith("evolutionary") and first_round == "random":
+        return RandomFirstRound(**kwargs)
+    return ms.search_strategy.EvolutionarySearch(**kwargs) if kwargs else name
 
 
 def _costs(builder_results, runner_results) -> tuple[list[float | None], int, int, list[str]]:
