@@ -1,4 +1,5 @@
 """Shared test set-up: the repo root importable, GPU tests skipped without a GPU, browser tests last."""
+import subprocess
 import sys
 from pathlib import Path
 
@@ -61,3 +62,12 @@ def cpu_design_space(tmp_path_factory):
     subprocess.run([sys.executable, "-c", _DESIGN_SPACE, str(folder / "cache"), str(out)], cwd=ROOT, check=True,
                    timeout=300)
     return tvm.ir.load_json(out.read_text()), target_spec("cpu", detect()).build()
+
+
+@pytest.fixture
+def sleeper():
+    """A sleeping process group of our own: the 'supervisor' of a fake run that looks alive."""
+    proc = subprocess.Popen(["sleep", "120"], start_new_session=True)
+    yield proc
+    proc.kill()
+    proc.wait()

@@ -4,7 +4,6 @@ fixed at the start, a rate and an ETA from the batches with finishing included, 
 Fast: hand-written event logs (the real event dataclasses) and fake run folders (tests/fake_engine.py)."""
 from __future__ import annotations
 
-import subprocess
 
 import pandas as pd
 import pytest
@@ -18,15 +17,6 @@ from workbench.spec import TuneSpec
 SPEC = TuneSpec(model="mlp-small", slices=(50, 100), servers=1, shards=2, trials=16, trials_per_batch=4)
 PLAN = {"shards": [{"index": 0, "trials": 8}, {"index": 1, "trials": 8}], "tasks": [{"name": "a"}, {"name": "b"}]}
 GUESS_S = FINISH_GUESS_BASE_S + 2 * FINISH_GUESS_PER_TASK_S  # finishing one slice of a 2-task model, guessed
-
-
-@pytest.fixture
-def sleeper():
-    """A sleeping process group of our own: the 'supervisor' of a fake run that looks alive."""
-    proc = subprocess.Popen(["sleep", "120"], start_new_session=True)
-    yield proc
-    proc.kill()
-    proc.wait()
 
 
 def _tuning(stage: int, t0: float, batches: list[float]) -> list[ev.Event]:

@@ -45,15 +45,6 @@ def home(tmp_path, monkeypatch) -> str:
     return str(tmp_path)
 
 
-@pytest.fixture
-def sleeper():
-    """A sleeping process group of our own: the 'supervisor' of a fake run that looks alive."""
-    proc = subprocess.Popen(["sleep", "120"], start_new_session=True)
-    yield proc
-    proc.kill()
-    proc.wait()
-
-
 # -- import rules ------------------------------------------------------------------------------------
 
 def test_import_workbench_does_not_import_ui() -> None:
