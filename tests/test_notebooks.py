@@ -93,7 +93,7 @@ def test_quickstart(tmp_path, monkeypatch) -> None:
     _panel_checks(nb)
     text = _text(nb)
     assert re.search(r"run \S+: done", text)
-    assert _has_dataframe(nb, "tuned_ms") and _has_dataframe(nb, "trials_done")
+    assert _has_dataframe(nb, "speedup vs untuned") and _has_dataframe(nb, "trials_done")  # results_table, progress
     assert _has_dataframe(nb, "mlp-small")  # %workbench runs
     exported = sorted(os.listdir(tmp_path / "export"))
     assert len(exported) == 5 and any(x.endswith("-results.csv") for x in exported)
