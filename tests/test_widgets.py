@@ -19,7 +19,8 @@ import workbench
 from fake_engine import SWEEP, make_run
 from widgets import Panel, recommend_tuning_slice, slowdown_matrix
 from widgets.analysis import downsample, fmt_us, phase_spans, time_unit
-from widgets.figures import CURVE_TITLE, make_live_figure, make_sweep_figure, update_live_figure, update_sweep_figure
+from widgets.figures import (CURVE_TITLE, make_live_figure, make_sweep_figure, persist, reset_live_figure,
+                             update_live_figure, update_sweep_figure)
 from widgets.form import ONNX
 from widgets.tasks import plan_line, short_task, sort_tasks, top_tasks
 
@@ -156,6 +157,49 @@ def test_sweep_figure_from_hand_made_sweep() -> None:
     assert lines["tuned at 50% (recommended)"].line.width > lines["tuned at 100%"].line.width
     (outline,) = fig.layout.shapes
     assert (outline.y0, outline.y1) == (-0.5, 0.5)  # around the first heatmap row: tuned at 50%
+
+
+def _curve(rows: list[tuple[str, int, float | None, float]]) -> pd.DataFrame:
+    """Best-curve rows (task, trials, best_us, est_model_us) of one slice, one second apart."""
+    return pd.DataFrame([{"t": float(i), "tuned_at": 100, "shard": i % 2, "task": task, "trials": trials,
+                          "best_us": best, "est_model_us": est} for i, (task, trials, best, est) in enumerate(rows)])
+
+
+def test_figures_keep_their_traces_whole_in_the_saved_state() -> None:
+    """The browser's answer to an edit (its computed defaults, diffed against a stale copy of the state)
+    must not strip the figure: names, x and y survive into the saved state (issue 17, items 1 and 2)."""
+    import plotly.graph_objects as go
+
+    def echo_stale_defaults(fig) -> None:  # what plotly's front end sends for trace 0 against a stale state
+        tr = fig.data[0]
+        fig._js2py_traceDeltas = {"trace_edit_id": fig._last_trace_edit_id,
+                                  "trace_deltas": [{"uid": tr.uid, "name": tr.name, "x": list(tr.x or ())}]}
+
+    plain = go.FigureWidget(data=[go.Scatter(name="CPU %", x=[1, 2], y=[3, 4])])
+    echo_stale_defaults(plain)
+    persist(plain)
+    assert "name" not in plain._widget_data[0]  # plotly's own widget: the name left for its "defaults"
+    live = make_live_figure()
+    live.data[0].x, live.data[0].y = [1, 2], [3, 4]
+    echo_stale_defaults(live)
+    persist(live)
+    saved = live._widget_data[0]
+    assert saved["name"] == "CPU %" and list(saved["x"]) == [1, 2] and list(saved["y"]) == [3, 4]
+    # a heatmap whose z does not fit its x and y is saved as the empty placeholder plotly can draw
+    sweep = make_sweep_figure()
+    update_sweep_figure(sweep, SWEEP, None)
+    persist(sweep)
+    assert len(sweep._widget_data[0]["x"]) == 3 and len(sweep._widget_data[0]["z"]) == 2
+    sweep.data[0].x = []
+    persist(sweep)
+    assert (sweep._widget_data[0]["z"], sweep._widget_data[0]["x"]) == ([[None]], [])
+    assert sweep._widget_data[0]["name"] == "latency" and sweep._widget_data[1]["name"] == "tuned at 50%"
+    # a new run: the saved state drops the previous run's curves at once
+    update_live_figure(live, _curve([("a", 4, 10.0, 10.0)]), pd.DataFrame(), pd.DataFrame(), None)
+    persist(live)
+    assert len(live._widget_data) == 5
+    reset_live_figure(live)
+    assert [t["name"] for t in live._widget_data] == ["CPU %", "GPU0 SM %", "GPU0 memory MiB"]
 
 
 # -- the panel ------------------------------------------------------------------------------------

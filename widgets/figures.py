@@ -5,13 +5,16 @@ bounded by `downsample` so that a long run does not grow the widget state withou
 """
 from __future__ import annotations
 
+import copy
 import math
 import time
+from typing import Any
 
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
+from traitlets import observe
 
 from .analysis import Recommendation, downsample, phase_spans
 from .tasks import MAX_TASK_TRACES, short_task
@@ -25,6 +28,46 @@ CURVE_TITLE = "Best latency vs trials (log scale)"
 FIG_WIDTH = 900
 MIN_LABEL_FRACTION = 0.07  # phases narrower than this share of the time axis get no text label
 UTIL_TITLE = "Utilisation and phases"
+HEATMAP_PLACEHOLDER = {"z": [[None]], "x": [], "y": []}  # what an empty heatmap is drawn from (plotly can)
+
+
+class PanelFigure(go.FigureWidget):
+    """A FigureWidget that keeps what Python set: the front end's computed defaults are not merged in.
+
+    After each edit plotly's front end sends back, per trace, what it drew that differs from the widget
+    state Python last *set* (its copy of that state does not follow the edit messages), and plotly's
+    Python side moves each such property out of the trace into its defaults. Against a stale state that
+    takes real properties: the trace still reads its name, x, y or z, but `persist` (the saved state)
+    loses them, so a reloaded page showed legends "trace 3" and a heatmap with z but no x, which plotly
+    cannot draw (IndexSizeError in createImageData). The panel never reads those defaults.
+    """
+
+    @observe("_js2py_traceDeltas")
+    def _handler_js2py_traceDeltas(self, change: dict) -> None:
+        if change["new"]:
+            self._trace_edit_in_process = False
+            self._js2py_traceDeltas = None
+
+
+def persist(fig: Any) -> None:
+    """Make a FigureWidget's synced state, what a new or reloaded view draws, equal its data and layout.
+
+    plotly sends edits as one-off messages that only the views open at that moment apply, so without this
+    a view made later (a reloaded page, a notebook saved with widget state) shows the figure as it was
+    built. A heatmap whose z does not fit its x and y is saved as the empty placeholder.
+    """
+    if fig is not None and hasattr(fig, "_widget_data"):
+        fig._widget_layout = copy.deepcopy(fig._layout_obj._props)
+        fig._widget_data = [_drawable(trace) for trace in copy.deepcopy(fig._data)]
+
+
+def _drawable(trace: dict) -> dict:
+    if trace.get("type") != "heatmap":
+        return trace
+    z, x, y = (list(trace.get(k) if trace.get(k) is not None else ()) for k in ("z", "x", "y"))
+    if z and x and len(z) == len(y) and all(row is not None and len(row) == len(x) for row in z):
+        return trace
+    return {**trace, **copy.deepcopy(HEATMAP_PLACEHOLDER)}
 
 
 def stage_color(tuned_at: int, stages: list[int]) -> str:
@@ -39,7 +82,7 @@ def make_live_figure() -> go.FigureWidget:
     """Row 1: best latency vs trials (per task and model estimate); row 2: utilisation with phases shaded."""
     fig = make_subplots(rows=2, cols=1, row_heights=[0.58, 0.42], vertical_spacing=0.14,
                         specs=[[{}], [{"secondary_y": True}]], subplot_titles=(CURVE_TITLE, UTIL_TITLE))
-    fw = go.FigureWidget(fig)
+    fw = PanelFigure(fig)
     fw.add_trace(go.Scatter(name=TELEMETRY_TRACES[0], mode="lines", line=dict(color="#1f77b4", width=1.5),
                             x=[], y=[], legendgroup="util"), row=2, col=1)
     fw.add_trace(go.Scatter(name=TELEMETRY_TRACES[1], mode="lines", line=dict(color="#2ca02c", width=1.5),
@@ -55,6 +98,7 @@ def make_live_figure() -> go.FigureWidget:
     fw.update_yaxes(title_text="utilisation %", range=[0, 105], row=2, col=1)
     fw.update_yaxes(title_text="GPU memory (MiB)", rangemode="tozero", showgrid=False, row=2, col=1,
                     secondary_y=True)
+    persist(fw)  # a view made before the first refresh draws the traces added above
     return fw
 
 
@@ -67,6 +111,7 @@ def reset_live_figure(fig: go.FigureWidget) -> None:
         fig.layout.shapes = []
         fig.layout.annotations[0].text = CURVE_TITLE
         fig.layout.annotations[1].text = UTIL_TITLE
+    persist(fig)  # else a view made now draws the previous run's traces
 
 
 def _curve_traces(curve: pd.DataFrame, max_points: int, shards: dict[int, int] | None = None,
@@ -208,8 +253,8 @@ def make_sweep_figure() -> go.FigureWidget:
     """Left: latency vs inference slice, one line per tuning slice; right: heatmap tuned_at x inferred_at."""
     fig = make_subplots(rows=1, cols=2, column_widths=[0.55, 0.45], horizontal_spacing=0.14,
                         subplot_titles=("Latency vs inference slice", "Median latency (ms)"))
-    fw = go.FigureWidget(fig)
-    fw.add_trace(go.Heatmap(name="latency", z=[[None]], x=[], y=[], colorscale="Viridis", meta="heatmap",
+    fw = PanelFigure(fig)
+    fw.add_trace(go.Heatmap(name="latency", **HEATMAP_PLACEHOLDER, colorscale="Viridis", meta="heatmap",
                             texttemplate="%{z:.3g}", colorbar=dict(title="ms", x=1.02, len=0.9),
                             hovertemplate="tuned at %{y}, inferred at %{x}: %{z:.4g} ms"
                                           "<br>slowdown vs best %{customdata:.2f}x<extra></extra>"),
@@ -220,6 +265,7 @@ def make_sweep_figure() -> go.FigureWidget:
     fw.update_yaxes(title_text="median latency (ms)", rangemode="tozero", row=1, col=1)
     fw.update_xaxes(title_text="inferred at", type="category", row=1, col=2)
     fw.update_yaxes(title_text="tuned at", type="category", autorange="reversed", row=1, col=2)  # rows as in the table
+    persist(fw)
     return fw
 
 

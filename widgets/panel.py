@@ -22,11 +22,11 @@ import ipywidgets as W
 from . import engine, registry
 from .engine import parse_slices
 
-from .figures import make_live_figure, reset_live_figure, update_live_figure
+from .figures import make_live_figure, persist, reset_live_figure, update_live_figure
 from .form import SPEC_FIELDS, TuneForm
 from .progress import ShardBars
 from .panel_actions import ButtonActions
-from .panel_views import ACTIVE, RunViews, persist
+from .panel_views import ACTIVE, RunViews
 from .tasks import TaskTable, top_tasks, trace_note
 
 MAX_HZ = 4.0

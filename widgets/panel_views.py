@@ -2,17 +2,15 @@
 errors, and which buttons are enabled (see `widgets.panel`)."""
 from __future__ import annotations
 
-import copy
 import html
 import time
-from typing import Any
 
 import pandas as pd
 
 from . import engine
 from .analysis import fmt_seconds, recommend_tuning_slice
 from .engine import FAILURES, describe
-from .figures import make_sweep_figure, update_sweep_figure
+from .figures import make_sweep_figure, persist, update_sweep_figure
 from .tasks import plan_html
 
 ACTIVE = ("running", "starting")
@@ -35,13 +33,6 @@ def result_line(results: pd.DataFrame) -> tuple[str, bool]:
     if row.get("verdict") == "within noise":
         return f"best model {tuned} ({at}): {row['speedup']:.2f}x the untuned build, within timing noise", False
     return f"best model {tuned} ({at}): {row['speedup']:.2f}x faster than the untuned build ({untuned})", False
-
-
-def persist(fig: Any) -> None:
-    """Make a FigureWidget's synced state equal its current data and layout (see Panel.persist_figures)."""
-    if fig is not None and hasattr(fig, "_widget_data"):
-        fig._widget_layout = copy.deepcopy(fig._layout_obj._props)
-        fig._widget_data = copy.deepcopy(fig._data)
 
 
 class RunViews:
