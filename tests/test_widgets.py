@@ -165,6 +165,29 @@ def _curve(rows: list[tuple[str, int, float | None, float]]) -> pd.DataFrame:
                           "best_us": best, "est_model_us": est} for i, (task, trials, best, est) in enumerate(rows)])
 
 
+def test_the_model_line_is_partial_until_every_task_has_reported() -> None:
+    """The model estimate sums the tasks measured so far: dashed and named partial until each task tuned
+    has a result, then solid from that batch on (it never rises at the end)."""
+    fig = make_live_figure()
+    first = _curve([("a", 4, 10.0, 10.0), ("a", 8, 8.0, 8.0)])
+    update_live_figure(fig, first, pd.DataFrame(), pd.DataFrame(), None, tuned={100: 2})
+    model = next(tr for tr in fig.data if tr.meta == "model estimate @100%")
+    assert model.name == "model estimate @100% - partial (1 of 2 tasks)" and model.line.dash == "dash"
+    assert list(model.y) == [10.0, 8.0]
+    both = _curve([("a", 4, 10.0, 10.0), ("a", 8, 8.0, 8.0), ("b", 4, 30.0, 38.0), ("b", 8, 20.0, 28.0)])
+    counts = update_live_figure(fig, both, pd.DataFrame(), pd.DataFrame(), None, tuned={100: 2})
+    assert model.name == "model estimate @100%" and model.line.dash == "solid"
+    assert list(model.x) == [4, 8] and list(model.y) == [38.0, 28.0] and counts["model estimate @100%"] == 2
+    # a batch without a result (every candidate failed) does not count as the task reporting
+    failed = _curve([("a", 4, 10.0, 10.0), ("b", 4, None, 10.0)])
+    update_live_figure(fig, failed, pd.DataFrame(), pd.DataFrame(), None, tuned={100: 2})
+    assert model.name.endswith("partial (1 of 2 tasks)")
+    from widgets.tasks import tuned_counts
+    tasks = pd.DataFrame({"tuned_at": [100] * 4, "task": ["a", "b", "c", "d"],
+                          "state": ["tuned", "tuning", "default", "skipped"]})
+    assert tuned_counts(tasks) == {100: 2} and tuned_counts(pd.DataFrame()) == {}
+
+
 def test_figures_keep_their_traces_whole_in_the_saved_state() -> None:
     """The browser's answer to an edit (its computed defaults, diffed against a stale copy of the state)
     must not strip the figure: names, x and y survive into the saved state (issue 17, items 1 and 2)."""

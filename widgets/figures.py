@@ -114,35 +114,35 @@ def reset_live_figure(fig: go.FigureWidget) -> None:
     persist(fig)  # else a view made now draws the previous run's traces
 
 
-def _curve_traces(curve: pd.DataFrame, max_points: int, shards: dict[int, int] | None = None,
+def _curve_traces(curve: pd.DataFrame, max_points: int, tuned: dict[int, int] | None = None,
                   top: dict[int, list[str]] | None = None) -> list[dict]:
     """Trace specs (key, name, group, x, y, ...) for the curves of `Run.best_curve()`.
 
-    The model estimate sums the latest estimate of every shard, so it is only drawn from the batch on
-    which every shard of the slice (`shards[tuned_at]`) has reported; before that it would jump up as
-    shards join. If that never happens (a shard failed) the partial sums are drawn, and named so.
-    Of the tasks only those in `top[tuned_at]` are drawn (default: the MAX_TASK_TRACES slowest by best
-    latency), each in its own slot trace (key task<i>@<slice>), so the figure never holds more traces.
+    The model estimate sums the best latency of each task measured so far, so it rises as tasks report
+    their first batch. It is drawn solid from the batch on which every task the slice tunes
+    (`tuned[tuned_at]`, see `tasks.tuned_counts`) has a result; until then it is drawn dashed and named
+    "partial (k of n tasks)". Of the tasks only those in `top[tuned_at]` are drawn (default: the
+    MAX_TASK_TRACES slowest by best latency), each in its own slot trace (key task<i>@<slice>), so the
+    figure never holds more traces.
     """
     if curve is None or not len(curve):
         return []
-    shards = shards or {}
+    tuned = tuned or {}
     stages = sorted(int(s) for s in curve["tuned_at"].unique())
     out = []
     for stage in stages:
         color = stage_color(stage, stages)
         sc = curve[curve["tuned_at"] == stage]
         model = sc.sort_values("t", kind="stable").reset_index(drop=True)
-        firsts = model.drop_duplicates("shard").index  # where each shard reports for the first time
-        need = max(1, shards.get(stage, 1))
-        partial = len(firsts) < need
-        complete = model if partial else model.iloc[firsts[need - 1]:]
-        model = downsample(model if partial else complete, max_points)
+        need, reported = _model_progress(model, tuned.get(stage))
+        complete = next((i for i, k in enumerate(reported) if k >= need), None)
+        model = downsample(model if complete is None else model.iloc[complete:], max_points)
         name = f"model estimate @{stage}%"
+        partial = f" - partial ({reported[-1]} of {need} tasks)" if complete is None else ""
         out.append({"key": name, "name": name, "group": f"model{stage}", "x": model["trials"].tolist(),
                     "y": model["est_model_us"].tolist(), "color": color, "width": 3, "opacity": 1.0,
-                    "dash": "solid", "showlegend": True, "hover": "model estimate",
-                    "legend_name": name + (" (partial: not all shards reported)" if partial else "")})
+                    "dash": "dash" if partial else "solid", "showlegend": True, "hover": "model estimate",
+                    "legend_name": name + partial})
         chosen = (top or {}).get(stage)
         if chosen is None:
             slowest = sc.groupby("task")["best_us"].min().sort_values(ascending=False, kind="stable")
@@ -150,23 +150,35 @@ def _curve_traces(curve: pd.DataFrame, max_points: int, shards: dict[int, int] |
         for i, task in enumerate(chosen[:MAX_TASK_TRACES]):
             tc = downsample(sc[sc["task"] == task].sort_values("t", kind="stable"), max_points)
             out.append({"key": f"task{i}@{stage}", "name": f"{task} @{stage}%", "group": f"tasks{stage}",
-                        "x": tc["trials"].tolist(), "y": tc["best_us"].tolist(), "color": color, "width": 1.5,
-                        "opacity": 0.6, "dash": TASK_DASHES[i % len(TASK_DASHES)], "showlegend": True,
+                        "x": tc["trials"].tolist(), "y": tc["best_us"].tolist(), "color": color,
+                        "width": 1.5, "opacity": 0.6, "dash": TASK_DASHES[i % len(TASK_DASHES)], "showlegend": True,
                         "legend_name": f"{short_task(task, 28)} @{stage}%", "hover": task})
     return out
 
 
+def _model_progress(model: pd.DataFrame, tuned: int | None) -> tuple[int, list[int]]:
+    """For one slice's curve rows in time order: how many tasks must report before the model estimate is
+    whole (`tuned`, else every task in the curve), and after each row how many have a result."""
+    seen: set[str] = set()
+    reported = []
+    for task, best in zip(model["task"], model["best_us"]):
+        if best is not None and best == best:
+            seen.add(task)
+        reported.append(len(seen))
+    return max(1, tuned if tuned else model["task"].nunique()), reported
+
+
 def update_live_figure(fig: go.FigureWidget, curve: pd.DataFrame, telemetry: pd.DataFrame,
                        phases: pd.DataFrame, t0: float | None, gpu_note: str = "", max_points: int = 300,
-                       now: float | None = None, shards: dict[int, int] | None = None,
+                       now: float | None = None, tuned: dict[int, int] | None = None,
                        top: dict[int, list[str]] | None = None, note: str = "") -> dict[str, int]:
     """Bring the live figure up to date; returns {trace name: points} for the curve traces drawn.
 
-    `shards` maps each tuning slice to its number of shards (from `Run.progress()`); `top` the tasks to
-    draw per slice (see `tasks.top_tasks`); `note` goes after the curve plot's title (tasks not drawn).
+    `tuned` maps each tuning slice to the number of tasks it tunes (`tasks.tuned_counts`); `top` the tasks
+    to draw per slice (see `tasks.top_tasks`); `note` goes after the curve plot's title (tasks not drawn).
     """
     now = time.time() if now is None else now
-    specs = _curve_traces(curve, max_points, shards, top)
+    specs = _curve_traces(curve, max_points, tuned, top)
     index = {tr.meta: i for i, tr in enumerate(fig.data) if isinstance(tr.meta, str)}
     for spec in specs:  # adding traces cannot be batched; it happens once per slot
         if spec["key"] not in index:
@@ -187,6 +199,8 @@ def update_live_figure(fig: go.FigureWidget, curve: pd.DataFrame, telemetry: pd.
                 tr.hovertemplate = hover
             if tr.name != spec["legend_name"]:
                 tr.name = spec["legend_name"]
+            if tr.line.dash != spec["dash"]:
+                tr.line.dash = spec["dash"]
             if _same(tr.x, spec["x"]) and _same(tr.y, spec["y"]):
                 continue  # most batches touch one task: leave the others alone (validation is not free)
             tr.x, tr.y = spec["x"], spec["y"]

@@ -27,7 +27,7 @@ from .form import SPEC_FIELDS, TuneForm
 from .progress import ShardBars
 from .panel_actions import ButtonActions
 from .panel_views import ACTIVE, RunViews
-from .tasks import TaskTable, top_tasks, trace_note
+from .tasks import TaskTable, top_tasks, trace_note, tuned_counts
 
 MAX_HZ = 4.0
 PERSIST_EVERY_S = 15.0
@@ -343,7 +343,7 @@ class Panel(ButtonActions, RunViews):
         self._top = top_tasks(tasks, curve)
         self._curve_counts = update_live_figure(self.live_figure, curve, tele, phases, self._t0, self._gpu_note,
                                                 self.max_points, now=self._now_for(status, phases, tele, curve),
-                                                shards=self._shards_per_stage(progress), top=self._top,
+                                                tuned=tuned_counts(tasks), top=self._top,
                                                 note=trace_note(self._top, tasks, curve))
         if len(self.live_figure.data) != n_live:
             # Traces added before the front end has a view of the figure are lost with their one-off

@@ -38,12 +38,6 @@ def result_line(results: pd.DataFrame) -> tuple[str, bool]:
 class RunViews:
     """Mixed into `Panel`: each view drawn from the run's tables, redrawn only when its data changed."""
 
-    @staticmethod
-    def _shards_per_stage(progress: pd.DataFrame) -> dict[int, int]:
-        if not len(progress):
-            return {}
-        return {int(k): int(v) for k, v in progress.groupby("tuned_at")["shard"].nunique().items()}
-
     def _now_for(self, status: str, *frames: pd.DataFrame) -> float:
         """'Now' for the last phase's end: the clock while running, else the last event seen."""
         if status in ACTIVE:
