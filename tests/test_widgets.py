@@ -19,8 +19,11 @@ import workbench
 from fake_engine import SWEEP, make_run
 from widgets import Panel, recommend_tuning_slice, slowdown_matrix
 from widgets.analysis import downsample, fmt_us, phase_spans, time_unit
+from widgets.engine import in_unit
 from widgets.figures import (CURVE_TITLE, make_live_figure, make_sweep_figure, persist, reset_live_figure,
                              update_live_figure, update_sweep_figure)
+from widgets.panel_views import results_table
+from widgets.progress import ShardBars
 from widgets.form import ONNX
 from widgets.tasks import plan_line, short_task, sort_tasks, top_tasks
 
@@ -32,7 +35,7 @@ ENGINE_API = {  # what widgets/engine.py may take from the engine
     "workbench.run": {"Run", "list_runs", "open_run"},
     "workbench.spec": {"COST_MODELS", "DEFAULT_SWEEP", "STRATEGIES", "TARGETS", "Slice", "SpecError", "TuneSpec",
                        "parse_slices"},
-    "workbench.units": {"fmt_seconds", "fmt_us", "time_unit"},
+    "workbench.units": {"fmt_seconds", "fmt_us", "in_unit", "time_unit"},
 }
 
 
@@ -157,12 +160,50 @@ def test_sweep_figure_from_hand_made_sweep() -> None:
     assert lines["tuned at 50% (recommended)"].line.width > lines["tuned at 100%"].line.width
     (outline,) = fig.layout.shapes
     assert (outline.y0, outline.y1) == (-0.5, 0.5)  # around the first heatmap row: tuned at 50%
+    assert heat.colorbar.title.text == "ms" and fig.layout.annotations[1].text == "Median latency (ms)"
 
 
 def _curve(rows: list[tuple[str, int, float | None, float]]) -> pd.DataFrame:
     """Best-curve rows (task, trials, best_us, est_model_us) of one slice, one second apart."""
     return pd.DataFrame([{"t": float(i), "tuned_at": 100, "shard": i % 2, "task": task, "trials": trials,
                           "best_us": best, "est_model_us": est} for i, (task, trials, best, est) in enumerate(rows)])
+
+
+def test_one_latency_unit_per_view() -> None:
+    """Each view draws its latencies in the one unit `time_unit` picks for them: us below 1000 us, else ms."""
+    assert in_unit([5.0, None, float("nan"), 2500.0]) == ([0.005, None, None, 2.5], "ms")
+    assert in_unit([5.0, 900.0]) == ([5.0, 900.0], "us") and in_unit([1500.0], "us") == ([1500.0], "us")
+    # the sweep at microsecond latencies: heatmap, lines, titles and colour bar in us
+    fig = make_sweep_figure()
+    small = SWEEP.assign(latency_ms_median=SWEEP.latency_ms_median / 100, latency_ms_iqr=SWEEP.latency_ms_iqr / 100)
+    z = update_sweep_figure(fig, small, recommend_tuning_slice(small))
+    assert z[1] == pytest.approx([15.0, 5.8, 3.0])
+    heat = next(tr for tr in fig.data if tr.type == "heatmap")
+    assert heat.colorbar.title.text == "us" and " us" in heat.hovertemplate and "ms" not in heat.hovertemplate
+    assert fig.layout.annotations[1].text == "Median latency (us)"
+    assert fig.layout.yaxis.title.text == "median latency (us)"
+    assert list(next(tr for tr in fig.data if tr.name == "tuned at 100%").y) == pytest.approx([15.0, 5.8, 3.0])
+    # the live curves: the axis follows the values (no "90k us": 90000 us is drawn as 90 ms)
+    live = make_live_figure()
+    update_live_figure(live, _curve([("a", 4, 90000.0, 90000.0), ("b", 4, 400.0, 90400.0)]), pd.DataFrame(),
+                       pd.DataFrame(), None)
+    assert live.layout.yaxis.title.text == "latency (ms)"
+    model = next(tr for tr in live.data if tr.meta == "model estimate @100%")
+    assert list(model.y) == [90.4] and "ms" in model.hovertemplate
+    update_live_figure(live, _curve([("a", 4, 90.0, 90.0), ("b", 4, 40.0, 130.0)]), pd.DataFrame(), pd.DataFrame(),
+                       None)
+    assert live.layout.yaxis.title.text == "latency (us)" and list(model.y) == [130.0]
+    # bars: one unit for all of them, even when one shard's estimate alone would read in us
+    bars = ShardBars()
+    rows = bars.update(pd.DataFrame([{"tuned_at": 100, "shard": k, "state": "running", "trials_done": 4,
+                                      "trials_budget": 8, "elapsed_s": 5.0, "eta_s": 5.0, "est_shard_us": us}
+                                     for k, us in enumerate((500.0, 1500.0))]))
+    assert ["estimate 0.500 ms" in rows[0]["text"], "estimate 1.500 ms" in rows[1]["text"]] == [True, True]
+    # the results table: tuned and untuned in one unit, named as such
+    res = pd.DataFrame([{"tuned_at": 50, "tuned_ms": 0.006, "untuned_ms": 0.0062, "speedup": 1.03},
+                        {"tuned_at": 100, "tuned_ms": 0.9, "untuned_ms": 1.2, "speedup": 1.33}])
+    table = results_table(res)
+    assert "6.0 us" not in table and "0.006 ms" in table and "1.200 ms" in table and "tuned_ms" not in table
 
 
 def test_the_model_line_is_partial_until_every_task_has_reported() -> None:

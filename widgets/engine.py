@@ -15,8 +15,8 @@ from workbench.models import ModelInfo, list_models
 from workbench.run import Run, list_runs, open_run
 from workbench.spec import (COST_MODELS, DEFAULT_SWEEP, STRATEGIES, TARGETS, Slice, SpecError, TuneSpec,
                             parse_slices)
-from workbench.units import fmt_seconds, fmt_us, time_unit
+from workbench.units import fmt_seconds, fmt_us, in_unit, time_unit
 
 __all__ = ["cli", "describe_budget", "FAILURES", "describe", "Hardware", "detect_hardware", "tune", "ModelInfo",
            "list_models", "Run", "list_runs", "open_run", "COST_MODELS", "DEFAULT_SWEEP", "STRATEGIES", "TARGETS",
-           "Slice", "SpecError", "TuneSpec", "parse_slices", "fmt_seconds", "fmt_us", "time_unit"]
+           "Slice", "SpecError", "TuneSpec", "parse_slices", "fmt_seconds", "fmt_us", "in_unit", "time_unit"]

@@ -1,7 +1,8 @@
 """The panel's two plotly FigureWidgets: live tuning (curves + utilisation) and latency versus slice.
 
 Each figure is built once per panel and updated in place inside `fig.batch_update()`; series are
-bounded by `downsample` so that a long run does not grow the widget state without limit.
+bounded by `downsample` so that a long run does not grow the widget state without limit. Latencies
+are drawn in one unit per figure, chosen by `workbench.units.time_unit` (as the tables and bars are).
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from plotly.subplots import make_subplots
 from traitlets import observe
 
 from .analysis import Recommendation, downsample, phase_spans
+from .engine import in_unit, time_unit
 from .tasks import MAX_TASK_TRACES, short_task
 
 PALETTE = qualitative.Plotly
@@ -92,7 +94,7 @@ def make_live_figure() -> go.FigureWidget:
     fw.update_layout(height=660, width=FIG_WIDTH, margin=dict(l=60, r=60, t=40, b=40), template="plotly_white",
                      legend=dict(orientation="h", x=0, y=-0.12, yanchor="top", font=dict(size=10)),
                      uirevision="keep")
-    fw.update_yaxes(type="log", title_text="latency (us)", row=1, col=1)
+    fw.update_yaxes(type="log", title_text="latency (us)", exponentformat="none", row=1, col=1)
     fw.update_xaxes(title_text="trials measured (all tasks of the slice)", rangemode="tozero", row=1, col=1)
     fw.update_xaxes(title_text="seconds since the run started", rangemode="tozero", row=2, col=1)
     fw.update_yaxes(title_text="utilisation %", range=[0, 105], row=2, col=1)
@@ -115,8 +117,8 @@ def reset_live_figure(fig: go.FigureWidget) -> None:
 
 
 def _curve_traces(curve: pd.DataFrame, max_points: int, tuned: dict[int, int] | None = None,
-                  top: dict[int, list[str]] | None = None) -> list[dict]:
-    """Trace specs (key, name, group, x, y, ...) for the curves of `Run.best_curve()`.
+                  top: dict[int, list[str]] | None = None, unit: str = "us") -> list[dict]:
+    """Trace specs (key, name, group, x, y in `unit`, ...) for the curves of `Run.best_curve()`.
 
     The model estimate sums the best latency of each task measured so far, so it rises as tasks report
     their first batch. It is drawn solid from the batch on which every task the slice tunes
@@ -140,7 +142,7 @@ def _curve_traces(curve: pd.DataFrame, max_points: int, tuned: dict[int, int] | 
         name = f"model estimate @{stage}%"
         partial = f" - partial ({reported[-1]} of {need} tasks)" if complete is None else ""
         out.append({"key": name, "name": name, "group": f"model{stage}", "x": model["trials"].tolist(),
-                    "y": model["est_model_us"].tolist(), "color": color, "width": 3, "opacity": 1.0,
+                    "y": in_unit(model["est_model_us"], unit)[0], "color": color, "width": 3, "opacity": 1.0,
                     "dash": "dash" if partial else "solid", "showlegend": True, "hover": "model estimate",
                     "legend_name": name + partial})
         chosen = (top or {}).get(stage)
@@ -150,7 +152,7 @@ def _curve_traces(curve: pd.DataFrame, max_points: int, tuned: dict[int, int] | 
         for i, task in enumerate(chosen[:MAX_TASK_TRACES]):
             tc = downsample(sc[sc["task"] == task].sort_values("t", kind="stable"), max_points)
             out.append({"key": f"task{i}@{stage}", "name": f"{task} @{stage}%", "group": f"tasks{stage}",
-                        "x": tc["trials"].tolist(), "y": tc["best_us"].tolist(), "color": color,
+                        "x": tc["trials"].tolist(), "y": in_unit(tc["best_us"], unit)[0], "color": color,
                         "width": 1.5, "opacity": 0.6, "dash": TASK_DASHES[i % len(TASK_DASHES)], "showlegend": True,
                         "legend_name": f"{short_task(task, 28)} @{stage}%", "hover": task})
     return out
@@ -178,7 +180,8 @@ def update_live_figure(fig: go.FigureWidget, curve: pd.DataFrame, telemetry: pd.
     to draw per slice (see `tasks.top_tasks`); `note` goes after the curve plot's title (tasks not drawn).
     """
     now = time.time() if now is None else now
-    specs = _curve_traces(curve, max_points, tuned, top)
+    unit = time_unit([*curve["est_model_us"], *curve["best_us"]]) if curve is not None and len(curve) else "us"
+    specs = _curve_traces(curve, max_points, tuned, top, unit)
     index = {tr.meta: i for i, tr in enumerate(fig.data) if isinstance(tr.meta, str)}
     for spec in specs:  # adding traces cannot be batched; it happens once per slot
         if spec["key"] not in index:
@@ -194,7 +197,7 @@ def update_live_figure(fig: go.FigureWidget, curve: pd.DataFrame, telemetry: pd.
         for spec in specs:
             tr = fig.data[index[spec["key"]]]
             counts[spec["name"]] = len(spec["x"])
-            hover = f"{spec['hover']}<br>%{{x}} trials: %{{y:.2f}} us<extra>@{spec['name'].split('@')[-1]}</extra>"
+            hover = f"{spec['hover']}<br>%{{x}} trials: %{{y:.4g}} {unit}<extra>@{spec['name'].split('@')[-1]}</extra>"
             if tr.hovertemplate != hover:  # a slot's task changes when the ranking does
                 tr.hovertemplate = hover
             if tr.name != spec["legend_name"]:
@@ -211,6 +214,8 @@ def update_live_figure(fig: go.FigureWidget, curve: pd.DataFrame, telemetry: pd.
         title = CURVE_TITLE + note
         if fig.layout.annotations[0].text != title:
             fig.layout.annotations[0].text = title
+        if fig.layout.yaxis.title.text != f"latency ({unit})":
+            fig.layout.yaxis.title.text = f"latency ({unit})"
         _update_telemetry(fig, telemetry, phases, t0, gpu_note, max_points * 2, now)
     return counts
 
@@ -266,32 +271,44 @@ def _update_extra_gpus(fig: go.FigureWidget, tele: pd.DataFrame, x: list[float])
 def make_sweep_figure() -> go.FigureWidget:
     """Left: latency vs inference slice, one line per tuning slice; right: heatmap tuned_at x inferred_at."""
     fig = make_subplots(rows=1, cols=2, column_widths=[0.55, 0.45], horizontal_spacing=0.14,
-                        subplot_titles=("Latency vs inference slice", "Median latency (ms)"))
+                        subplot_titles=("Latency vs inference slice", "Median latency"))
     fw = PanelFigure(fig)
     fw.add_trace(go.Heatmap(name="latency", **HEATMAP_PLACEHOLDER, colorscale="Viridis", meta="heatmap",
-                            texttemplate="%{z:.3g}", colorbar=dict(title="ms", x=1.02, len=0.9),
-                            hovertemplate="tuned at %{y}, inferred at %{x}: %{z:.4g} ms"
-                                          "<br>slowdown vs best %{customdata:.2f}x<extra></extra>"),
-                 row=1, col=2)
+                            texttemplate="%{z:.3g}", colorbar=dict(x=1.02, len=0.9)), row=1, col=2)
     fw.update_layout(height=420, width=FIG_WIDTH, template="plotly_white", margin=dict(l=60, r=40, t=50, b=50),
                      legend=dict(orientation="h", y=-0.22), uirevision="keep")
     fw.update_xaxes(title_text="inference slice (%)", row=1, col=1)
-    fw.update_yaxes(title_text="median latency (ms)", rangemode="tozero", row=1, col=1)
+    fw.update_yaxes(rangemode="tozero", row=1, col=1)
     fw.update_xaxes(title_text="inferred at", type="category", row=1, col=2)
     fw.update_yaxes(title_text="tuned at", type="category", autorange="reversed", row=1, col=2)  # rows as in the table
+    _sweep_unit(fw, "ms")
     persist(fw)
     return fw
 
 
+def _sweep_unit(fig: go.FigureWidget, unit: str) -> None:
+    """Name `unit` wherever the sweep figure shows a latency."""
+    hm = next(tr for tr in fig.data if tr.meta == "heatmap")
+    if hm.colorbar.title.text == unit:
+        return
+    hm.colorbar.title.text = unit
+    hm.hovertemplate = (f"tuned at %{{y}}, inferred at %{{x}}: %{{z:.4g}} {unit}"
+                        "<br>slowdown vs best %{customdata:.2f}x<extra></extra>")
+    fig.layout.annotations[1].text = f"Median latency ({unit})"
+    fig.layout.yaxis.title.text = f"median latency ({unit})"
+
+
 def update_sweep_figure(fig: go.FigureWidget, sweep: pd.DataFrame, rec: Recommendation | None) -> list[list]:
-    """Redraw lines and heatmap from a sweep table; returns the heatmap's z (rows tuned_at, cols inferred_at)."""
+    """Redraw lines and heatmap from a sweep table; returns the heatmap's z (rows tuned_at, cols inferred_at)
+    in the figure's unit (`time_unit` of the latencies: us or ms)."""
     if sweep is None or not len(sweep):
         return []
     df = sweep.sort_values(["tuned_at", "inferred_at"])
     m = df.pivot_table(index="tuned_at", columns="inferred_at", values="latency_ms_median")
     stages = [int(s) for s in m.index]
     ratio = m / m.min(axis=0)
-    z = [[None if _nan(v) else float(v) for v in row] for row in m.to_numpy()]
+    unit = time_unit(df["latency_ms_median"] * 1e3)
+    z = [in_unit(row * 1e3, unit)[0] for row in m.to_numpy()]
     custom = [[None if _nan(v) else float(v) for v in row] for row in ratio.to_numpy()]
     index = {tr.meta: i for i, tr in enumerate(fig.data) if isinstance(tr.meta, str)}
     for stage in stages:
@@ -301,6 +318,7 @@ def update_sweep_figure(fig: go.FigureWidget, sweep: pd.DataFrame, rec: Recommen
                                      line=dict(color=stage_color(stage, stages))), row=1, col=1)
             index[name] = len(fig.data) - 1
     with fig.batch_update():
+        _sweep_unit(fig, unit)
         hm = fig.data[index["heatmap"]]
         hm.z, hm.customdata = z, custom
         hm.x = [f"{int(c)}%" for c in m.columns]
@@ -309,8 +327,8 @@ def update_sweep_figure(fig: go.FigureWidget, sweep: pd.DataFrame, rec: Recommen
             sc = df[df["tuned_at"] == stage]
             tr = fig.data[index[f"tuned@{stage}"]]
             recommended = rec is not None and rec.tuned_at == stage
-            tr.x, tr.y = sc["inferred_at"].tolist(), sc["latency_ms_median"].tolist()
-            iqr = sc["latency_ms_iqr"].tolist() if "latency_ms_iqr" in sc else None
+            tr.x, tr.y = sc["inferred_at"].tolist(), in_unit(sc["latency_ms_median"] * 1e3, unit)[0]
+            iqr = in_unit(sc["latency_ms_iqr"] * 1e3, unit)[0] if "latency_ms_iqr" in sc else None
             tr.error_y = dict(type="data", array=iqr, visible=True, thickness=1) if iqr else dict(visible=False)
             tr.name = f"tuned at {stage}%" + (" (recommended)" if recommended else "")
             tr.line = dict(color=stage_color(stage, stages), width=4 if recommended else 1.5)

@@ -9,7 +9,7 @@ import pandas as pd
 
 from . import engine
 from .analysis import fmt_seconds, recommend_tuning_slice
-from .engine import FAILURES, describe
+from .engine import FAILURES, describe, fmt_us, time_unit
 from .figures import make_sweep_figure, persist, update_sweep_figure
 from .tasks import plan_html
 
@@ -25,7 +25,8 @@ def result_line(results: pd.DataFrame) -> tuple[str, bool]:
         return "", False
     row = results.loc[results["tuned_ms"].idxmin()]
     at = f"tuned at {int(row['tuned_at'])} %"
-    tuned, untuned = engine.fmt_us(row["tuned_ms"] * 1e3), engine.fmt_us(row["untuned_ms"] * 1e3)
+    unit = time_unit([row["tuned_ms"] * 1e3, row["untuned_ms"] * 1e3])
+    tuned, untuned = fmt_us(row["tuned_ms"] * 1e3, unit), fmt_us(row["untuned_ms"] * 1e3, unit)
     if row.get("kept") == "untuned" or row.get("verdict") == "slower":
         return (f"tuning did not beat the untuned build ({tuned} {at} against {untuned}, "
                 f"{row['speedup']:.2f}x), so the untuned build is kept: give more trials so that more tasks are "
@@ -33,6 +34,18 @@ def result_line(results: pd.DataFrame) -> tuple[str, bool]:
     if row.get("verdict") == "within noise":
         return f"best model {tuned} ({at}): {row['speedup']:.2f}x the untuned build, within timing noise", False
     return f"best model {tuned} ({at}): {row['speedup']:.2f}x faster than the untuned build ({untuned})", False
+
+
+def results_table(res: pd.DataFrame) -> str:
+    """The results as an HTML table, the tuned and untuned times in one unit (`time_unit`)."""
+    cols = [c for c in RESULT_COLUMNS if c in res]
+    shown = res[cols].copy()
+    times = {c: [None if v is None else v * 1e3 for v in shown[c]] for c in ("tuned_ms", "untuned_ms") if c in shown}
+    unit = time_unit([us for column in times.values() for us in column])
+    for c, column in times.items():
+        shown[c] = [fmt_us(us, unit) for us in column]
+    shown = shown.rename(columns={c: c[:-3] for c in times})
+    return shown.to_html(index=False, float_format=lambda v: f"{v:.4g}", border=0)
 
 
 class RunViews:
@@ -105,9 +118,7 @@ class RunViews:
         if not len(res):
             self._results.value = ""
             return
-        cols = [c for c in RESULT_COLUMNS if c in res]
-        table = res[cols].to_html(index=False, float_format=lambda v: f"{v:.4g}", border=0)
-        self._results.value = f"<div style='margin:6px 0'><b>Results</b> (run.results){table}</div>"
+        self._results.value = f"<div style='margin:6px 0'><b>Results</b> (run.results){results_table(res)}</div>"
 
     def _update_sweep(self, run: "engine.Run") -> None:
         df = run.sweep  # built from sweep_point events, so it grows while a sweep runs

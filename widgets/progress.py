@@ -4,7 +4,7 @@ from __future__ import annotations
 import ipywidgets as W
 import pandas as pd
 
-from .analysis import fmt_seconds, fmt_us
+from .analysis import fmt_seconds, fmt_us, time_unit
 
 BAR_STYLE = {"running": "info", "planned": "", "finished": "success", "failed": "danger", "stopped": "warning"}
 
@@ -33,6 +33,7 @@ class ShardBars:
             return []
         out = []
         new_rows = False
+        unit = time_unit(progress["est_shard_us"]) if "est_shard_us" in progress else "us"  # one for every bar
         for rec in progress.to_dict("records"):
             key = (int(rec["tuned_at"]), int(rec["shard"]))
             if key not in self._rows:
@@ -51,7 +52,7 @@ class ShardBars:
             else:
                 words.append(state)
             if rec.get("est_shard_us") is not None and rec.get("est_shard_us") == rec.get("est_shard_us"):
-                words.append(f"estimate {fmt_us(rec['est_shard_us'])}")
+                words.append(f"estimate {fmt_us(rec['est_shard_us'], unit)}")
             errs = int(rec.get("build_errors") or 0) + int(rec.get("run_errors") or 0)
             if errs:
                 words.append(f"{errs} errors")
