@@ -349,6 +349,11 @@ def test_attached_finished_run_with_sweep(home, tmp_path) -> None:
     with pytest.raises(workbench.SpecError, match="sweep_slices"):
         p.sweep([0])
     assert "sweep_slices" in p.snapshot()["field_errors"]
+    # another run in the same panel: the previous run's sweep figure is closed, not kept hidden
+    swept = p.sweep_figure
+    p.attach(make_run(home))
+    assert p.sweep_figure is None and swept.comm is None and p._sweep_box.layout.display == "none"
+    assert p.snapshot()["sweep_z"] is None and not p._sweep_box.children
     p.close()
 
 

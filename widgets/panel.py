@@ -174,7 +174,7 @@ class Panel(ButtonActions, RunViews):
         self.task_table.reset()
         self._plan.value = ""
         reset_live_figure(self.live_figure)
-        self._sweep_box.layout.display = "none"
+        self._drop_sweep_figure()
         self._results.value = ""
         self._run_errors.value = ""
         self._export_msg.value = ""

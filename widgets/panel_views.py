@@ -120,6 +120,15 @@ class RunViews:
             return
         self._results.value = f"<div style='margin:6px 0'><b>Results</b> (run.results){results_table(res)}</div>"
 
+    def _drop_sweep_figure(self) -> None:
+        """Close the previous run's sweep figure (the next sweep builds a new one). Hidden, it would still
+        be restored, and plotly's 5 MB module loaded for it, on every page load."""
+        self._sweep_box.layout.display = "none"
+        if self.sweep_figure is not None:
+            self._sweep_box.children = ()
+            self.sweep_figure.close()
+            self.sweep_figure = None
+
     def _update_sweep(self, run: "engine.Run") -> None:
         df = run.sweep  # built from sweep_point events, so it grows while a sweep runs
         sig = tuple(map(tuple, df[["tuned_at", "inferred_at", "latency_ms_median"]].round(9).to_numpy())) \
