@@ -21,7 +21,11 @@ import workbench
 from fake_engine import SWEEP, hold_back_slice, make_run
 from widgets import Panel, recommend_tuning_slice, slowdown_matrix
 from widgets.analysis import downsample, fmt_us, phase_spans, time_unit
-from widgets.figures import CURVE_TITLE, make_live_figure, make_sweep_figure, update_live_figure, update_sweep_figure
+from widgets.engine import in_unit
+from widgets.figures import (CURVE_TITLE, make_live_figure, make_sweep_figure, persist, reset_live_figure,
+                             update_live_figure, update_sweep_figure)
+from workbench.tables import results_table
+from widgets.progress import ShardBars
 from widgets.form import ONNX
 from widgets.tasks import plan_line, short_task, sort_tasks, top_tasks
 
@@ -35,7 +39,7 @@ ENGINE_API = {  # what widgets/engine.py may take from the engine
     "workbench.run": {"Run", "list_runs", "open_run"}, "workbench.run_progress": {"Overall"},
     "workbench.spec": {"COST_MODELS", "DEFAULT_SWEEP", "STRATEGIES", "TARGETS", "Slice", "SpecError", "TuneSpec",
                        "parse_slices"},
-    "workbench.units": {"fmt_seconds", "fmt_us", "time_unit"},
+    "workbench.units": {"fmt_seconds", "fmt_us", "in_unit", "time_unit"},
 }
 
 
@@ -151,6 +155,112 @@ def test_sweep_figure_from_hand_made_sweep() -> None:
     assert lines["tuned at 50% (recommended)"].line.width > lines["tuned at 100%"].line.width
     (outline,) = fig.layout.shapes
     assert (outline.y0, outline.y1) == (-0.5, 0.5)  # around the first heatmap row: tuned at 50%
+    assert heat.colorbar.title.text == "ms" and fig.layout.annotations[1].text == "Median latency (ms)"
+
+
+def _curve(rows: list[tuple[str, int, float | None, float]]) -> pd.DataFrame:
+    """Best-curve rows (task, trials, best_us, est_model_us) of one slice, one second apart."""
+    return pd.DataFrame([{"t": float(i), "tuned_at": 100, "shard": i % 2, "task": task, "trials": trials,
+                          "best_us": best, "est_model_us": est} for i, (task, trials, best, est) in enumerate(rows)])
+
+
+def test_one_latency_unit_per_view() -> None:
+    """Each view draws its latencies in the one unit `time_unit` picks for them: us below 1000 us, else ms."""
+    assert in_unit([5.0, None, float("nan"), 2500.0]) == ([0.005, None, None, 2.5], "ms")
+    assert in_unit([5.0, 900.0]) == ([5.0, 900.0], "us") and in_unit([1500.0], "us") == ([1500.0], "us")
+    # the sweep at microsecond latencies: heatmap, lines, titles and colour bar in us
+    fig = make_sweep_figure()
+    small = SWEEP.assign(latency_ms_median=SWEEP.latency_ms_median / 100, latency_ms_iqr=SWEEP.latency_ms_iqr / 100)
+    z = update_sweep_figure(fig, small, recommend_tuning_slice(small))
+    assert z[1] == pytest.approx([15.0, 5.8, 3.0])
+    heat = next(tr for tr in fig.data if tr.type == "heatmap")
+    assert heat.colorbar.title.text == "us" and " us" in heat.hovertemplate and "ms" not in heat.hovertemplate
+    assert fig.layout.annotations[1].text == "Median latency (us)"
+    assert fig.layout.yaxis.title.text == "median latency (us)"
+    assert list(next(tr for tr in fig.data if tr.name == "tuned at 100%").y) == pytest.approx([15.0, 5.8, 3.0])
+    # the live curves: the axis follows the values (no "90k us": 90000 us is drawn as 90 ms)
+    live = make_live_figure()
+    update_live_figure(live, _curve([("a", 4, 90000.0, 90000.0), ("b", 4, 400.0, 90400.0)]), pd.DataFrame(),
+                       pd.DataFrame(), None)
+    assert live.layout.yaxis.title.text == "latency (ms)"
+    model = next(tr for tr in live.data if tr.meta == "model estimate @100%")
+    assert list(model.y) == [90.4] and "ms" in model.hovertemplate
+    update_live_figure(live, _curve([("a", 4, 90.0, 90.0), ("b", 4, 40.0, 130.0)]), pd.DataFrame(), pd.DataFrame(),
+                       None)
+    assert live.layout.yaxis.title.text == "latency (us)" and list(model.y) == [130.0]
+    # bars: one unit for all of them, even when one shard's estimate alone would read in us
+    bars = ShardBars()
+    rows = bars.update(pd.DataFrame([{"tuned_at": 100, "shard": k, "state": "running", "trials_done": 4,
+                                      "trials_budget": 8, "elapsed_s": 5.0, "eta_s": 5.0, "est_shard_us": us}
+                                     for k, us in enumerate((500.0, 1500.0))]))
+    assert ["best so far 0.500 ms" in rows[0]["text"], "best so far 1.500 ms" in rows[1]["text"]] == [True, True]
+    # the results table: tuned and untuned in one unit, named as such
+    res = [{"tuned_at": 50, "tuned_ms": 0.006, "untuned_ms": 0.0062, "speedup": 1.03},
+           {"tuned_at": 100, "tuned_ms": 0.9, "untuned_ms": 1.2, "speedup": 1.33}]
+    table = results_table(res).to_string()
+    assert "6.0 us" not in table and "0.006 ms" in table and "1.20 ms" in table and "tuned_ms" not in table
+    small = results_table([{"tuned_at": 50, "tuned_ms": 0.006, "tuned_iqr_ms": 0.0002, "untuned_ms": 0.0062}])
+    assert small.iloc[0]["latency (median ± IQR)"] == "6.00 us ± 0.20 (IQR)"
+
+
+def test_the_model_line_is_partial_until_every_task_has_reported() -> None:
+    """The model estimate sums the tasks measured so far: dashed and named partial until each task tuned
+    has a result, then solid from that batch on (it never rises at the end)."""
+    fig = make_live_figure()
+    first = _curve([("a", 4, 10.0, 10.0), ("a", 8, 8.0, 8.0)])
+    update_live_figure(fig, first, pd.DataFrame(), pd.DataFrame(), None, tuned={100: 2})
+    model = next(tr for tr in fig.data if tr.meta == "model estimate @100%")
+    assert model.name == "model estimate @100% - partial (1 of 2 tasks)" and model.line.dash == "dash"
+    assert list(model.y) == [10.0, 8.0]
+    both = _curve([("a", 4, 10.0, 10.0), ("a", 8, 8.0, 8.0), ("b", 4, 30.0, 38.0), ("b", 8, 20.0, 28.0)])
+    counts = update_live_figure(fig, both, pd.DataFrame(), pd.DataFrame(), None, tuned={100: 2})
+    assert model.name == "model estimate @100%" and model.line.dash == "solid"
+    assert list(model.x) == [4, 8] and list(model.y) == [38.0, 28.0] and counts["model estimate @100%"] == 2
+    # a batch without a result (every candidate failed) does not count as the task reporting
+    failed = _curve([("a", 4, 10.0, 10.0), ("b", 4, None, 10.0)])
+    update_live_figure(fig, failed, pd.DataFrame(), pd.DataFrame(), None, tuned={100: 2})
+    assert model.name.endswith("partial (1 of 2 tasks)")
+    from widgets.tasks import tuned_counts
+    tasks = pd.DataFrame({"tuned_at": [100] * 4, "task": ["a", "b", "c", "d"],
+                          "state": ["tuned", "tuning", "default", "skipped"]})
+    assert tuned_counts(tasks) == {100: 2} and tuned_counts(pd.DataFrame()) == {}
+
+
+def test_figures_keep_their_traces_whole_in_the_saved_state() -> None:
+    """The browser's answer to an edit (its computed defaults, diffed against a stale copy of the state)
+    must not strip the figure: names, x and y survive into the saved state (issue 17, items 1 and 2)."""
+    import plotly.graph_objects as go
+
+    def echo_stale_defaults(fig) -> None:  # what plotly's front end sends for trace 0 against a stale state
+        tr = fig.data[0]
+        fig._js2py_traceDeltas = {"trace_edit_id": fig._last_trace_edit_id,
+                                  "trace_deltas": [{"uid": tr.uid, "name": tr.name, "x": list(tr.x or ())}]}
+
+    plain = go.FigureWidget(data=[go.Scatter(name="CPU %", x=[1, 2], y=[3, 4])])
+    echo_stale_defaults(plain)
+    persist(plain)
+    assert "name" not in plain._widget_data[0]  # plotly's own widget: the name left for its "defaults"
+    live = make_live_figure()
+    live.data[0].x, live.data[0].y = [1, 2], [3, 4]
+    echo_stale_defaults(live)
+    persist(live)
+    saved = live._widget_data[0]
+    assert saved["name"] == "CPU %" and list(saved["x"]) == [1, 2] and list(saved["y"]) == [3, 4]
+    # a heatmap whose z does not fit its x and y is saved as the empty placeholder plotly can draw
+    sweep = make_sweep_figure()
+    update_sweep_figure(sweep, SWEEP, None)
+    persist(sweep)
+    assert len(sweep._widget_data[0]["x"]) == 3 and len(sweep._widget_data[0]["z"]) == 2
+    sweep.data[0].x = []
+    persist(sweep)
+    assert (sweep._widget_data[0]["z"], sweep._widget_data[0]["x"]) == ([[None]], [])
+    assert sweep._widget_data[0]["name"] == "latency" and sweep._widget_data[1]["name"] == "tuned at 50%"
+    # a new run: the saved state drops the previous run's curves at once
+    update_live_figure(live, _curve([("a", 4, 10.0, 10.0)]), pd.DataFrame(), pd.DataFrame(), None)
+    persist(live)
+    assert len(live._widget_data) == 5
+    reset_live_figure(live)
+    assert [t["name"] for t in live._widget_data] == ["CPU %", "GPU0 SM %", "GPU0 memory MiB"]
 
 
 # -- the panel ------------------------------------------------------------------------------------
@@ -348,6 +458,11 @@ def test_attached_finished_run_with_sweep(home, tmp_path) -> None:
     with pytest.raises(workbench.SpecError, match="sweep_slices"):
         p.sweep([0])
     assert "sweep_slices" in p.snapshot()["field_errors"]
+    # another run in the same panel: the previous run's sweep figure is closed, not kept hidden
+    swept = p.sweep_figure
+    p.attach(make_run(home))
+    assert p.sweep_figure is None and swept.comm is None and p._sweep_box.layout.display == "none"
+    assert p.snapshot()["sweep_z"] is None and not p._sweep_box.children
     p.close()
 
 

@@ -1,19 +1,24 @@
 """The panel's two plotly FigureWidgets: live tuning (curves + utilisation) and latency versus slice.
 
 Each figure is built once per panel and updated in place inside `fig.batch_update()`; series are
-bounded by `downsample` so that a long run does not grow the widget state without limit.
+bounded by `downsample` so that a long run does not grow the widget state without limit. Latencies
+are drawn in one unit per figure, chosen by `workbench.units.time_unit` (as the tables and bars are).
 """
 from __future__ import annotations
 
+import copy
 import math
 import time
+from typing import Any
 
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
+from traitlets import observe
 
 from .analysis import Recommendation, downsample, phase_spans
+from .engine import in_unit, time_unit
 from .tasks import MAX_TASK_TRACES, short_task
 
 PALETTE = qualitative.Plotly
@@ -25,6 +30,46 @@ CURVE_TITLE = "Best latency vs trials (log scale)"
 FIG_WIDTH = 900
 MIN_LABEL_FRACTION = 0.07  # phases narrower than this share of the time axis get no text label
 UTIL_TITLE = "Utilisation and phases"
+HEATMAP_PLACEHOLDER = {"z": [[None]], "x": [], "y": []}  # what an empty heatmap is drawn from (plotly can)
+
+
+class PanelFigure(go.FigureWidget):
+    """A FigureWidget that keeps what Python set: the front end's computed defaults are not merged in.
+
+    After each edit plotly's front end sends back, per trace, what it drew that differs from the widget
+    state Python last *set* (its copy of that state does not follow the edit messages), and plotly's
+    Python side moves each such property out of the trace into its defaults. Against a stale state that
+    takes real properties: the trace still reads its name, x, y or z, but `persist` (the saved state)
+    loses them, so a reloaded page showed legends "trace 3" and a heatmap with z but no x, which plotly
+    cannot draw (IndexSizeError in createImageData). The panel never reads those defaults.
+    """
+
+    @observe("_js2py_traceDeltas")
+    def _handler_js2py_traceDeltas(self, change: dict) -> None:
+        if change["new"]:
+            self._trace_edit_in_process = False
+            self._js2py_traceDeltas = None
+
+
+def persist(fig: Any) -> None:
+    """Make a FigureWidget's synced state, what a new or reloaded view draws, equal its data and layout.
+
+    plotly sends edits as one-off messages that only the views open at that moment apply, so without this
+    a view made later (a reloaded page, a notebook saved with widget state) shows the figure as it was
+    built. A heatmap whose z does not fit its x and y is saved as the empty placeholder.
+    """
+    if fig is not None and hasattr(fig, "_widget_data"):
+        fig._widget_layout = copy.deepcopy(fig._layout_obj._props)
+        fig._widget_data = [_drawable(trace) for trace in copy.deepcopy(fig._data)]
+
+
+def _drawable(trace: dict) -> dict:
+    if trace.get("type") != "heatmap":
+        return trace
+    z, x, y = (list(trace.get(k) if trace.get(k) is not None else ()) for k in ("z", "x", "y"))
+    if z and x and len(z) == len(y) and all(row is not None and len(row) == len(x) for row in z):
+        return trace
+    return {**trace, **copy.deepcopy(HEATMAP_PLACEHOLDER)}
 
 
 def stage_color(tuned_at: int, stages: list[int]) -> str:
@@ -39,7 +84,7 @@ def make_live_figure() -> go.FigureWidget:
     """Row 1: best latency vs trials (per task and model estimate); row 2: utilisation with phases shaded."""
     fig = make_subplots(rows=2, cols=1, row_heights=[0.58, 0.42], vertical_spacing=0.14,
                         specs=[[{}], [{"secondary_y": True}]], subplot_titles=(CURVE_TITLE, UTIL_TITLE))
-    fw = go.FigureWidget(fig)
+    fw = PanelFigure(fig)
     fw.add_trace(go.Scatter(name=TELEMETRY_TRACES[0], mode="lines", line=dict(color="#1f77b4", width=1.5),
                             x=[], y=[], legendgroup="util"), row=2, col=1)
     fw.add_trace(go.Scatter(name=TELEMETRY_TRACES[1], mode="lines", line=dict(color="#2ca02c", width=1.5),
@@ -49,12 +94,13 @@ def make_live_figure() -> go.FigureWidget:
     fw.update_layout(height=660, width=FIG_WIDTH, margin=dict(l=60, r=60, t=40, b=40), template="plotly_white",
                      legend=dict(orientation="h", x=0, y=-0.12, yanchor="top", font=dict(size=10)),
                      uirevision="keep")
-    fw.update_yaxes(type="log", title_text="latency (us)", row=1, col=1)
+    fw.update_yaxes(type="log", title_text="latency (us)", exponentformat="none", row=1, col=1)
     fw.update_xaxes(title_text="trials measured (all tasks of the slice)", rangemode="tozero", row=1, col=1)
     fw.update_xaxes(title_text="seconds since the run started", rangemode="tozero", row=2, col=1)
     fw.update_yaxes(title_text="utilisation %", range=[0, 105], row=2, col=1)
     fw.update_yaxes(title_text="GPU memory (MiB)", rangemode="tozero", showgrid=False, row=2, col=1,
                     secondary_y=True)
+    persist(fw)  # a view made before the first refresh draws the traces added above
     return fw
 
 
@@ -67,37 +113,38 @@ def reset_live_figure(fig: go.FigureWidget) -> None:
         fig.layout.shapes = []
         fig.layout.annotations[0].text = CURVE_TITLE
         fig.layout.annotations[1].text = UTIL_TITLE
+    persist(fig)  # else a view made now draws the previous run's traces
 
 
-def _curve_traces(curve: pd.DataFrame, max_points: int, shards: dict[int, int] | None = None,
-                  top: dict[int, list[str]] | None = None) -> list[dict]:
-    """Trace specs (key, name, group, x, y, ...) for the curves of `Run.best_curve()`.
+def _curve_traces(curve: pd.DataFrame, max_points: int, tuned: dict[int, int] | None = None,
+                  top: dict[int, list[str]] | None = None, unit: str = "us") -> list[dict]:
+    """Trace specs (key, name, group, x, y in `unit`, ...) for the curves of `Run.best_curve()`.
 
-    The model estimate sums the latest estimate of every shard, so it is only drawn from the batch on
-    which every shard of the slice (`shards[tuned_at]`) has reported; before that it would jump up as
-    shards join. If that never happens (a shard failed) the partial sums are drawn, and named so.
-    Of the tasks only those in `top[tuned_at]` are drawn (default: the MAX_TASK_TRACES slowest by best
-    latency), each in its own slot trace (key task<i>@<slice>), so the figure never holds more traces.
+    The model estimate sums the best latency of each task measured so far, so it rises as tasks report
+    their first batch. It is drawn solid from the batch on which every task the slice tunes
+    (`tuned[tuned_at]`, see `tasks.tuned_counts`) has a result; until then it is drawn dashed and named
+    "partial (k of n tasks)". Of the tasks only those in `top[tuned_at]` are drawn (default: the
+    MAX_TASK_TRACES slowest by best latency), each in its own slot trace (key task<i>@<slice>), so the
+    figure never holds more traces.
     """
     if curve is None or not len(curve):
         return []
-    shards = shards or {}
+    tuned = tuned or {}
     stages = sorted(int(s) for s in curve["tuned_at"].unique())
     out = []
     for stage in stages:
         color = stage_color(stage, stages)
         sc = curve[curve["tuned_at"] == stage]
         model = sc.sort_values("t", kind="stable").reset_index(drop=True)
-        firsts = model.drop_duplicates("shard").index  # where each shard reports for the first time
-        need = max(1, shards.get(stage, 1))
-        partial = len(firsts) < need
-        complete = model if partial else model.iloc[firsts[need - 1]:]
-        model = downsample(model if partial else complete, max_points)
+        need, reported = _model_progress(model, tuned.get(stage))
+        complete = next((i for i, k in enumerate(reported) if k >= need), None)
+        model = downsample(model if complete is None else model.iloc[complete:], max_points)
         name = f"model estimate @{stage}%"
+        partial = f" - partial ({reported[-1]} of {need} tasks)" if complete is None else ""
         out.append({"key": name, "name": name, "group": f"model{stage}", "x": model["trials"].tolist(),
-                    "y": model["est_model_us"].tolist(), "color": color, "width": 3, "opacity": 1.0,
-                    "dash": "solid", "showlegend": True, "hover": "model estimate",
-                    "legend_name": name + (" (partial: not all shards reported)" if partial else "")})
+                    "y": in_unit(model["est_model_us"], unit)[0], "color": color, "width": 3, "opacity": 1.0,
+                    "dash": "dash" if partial else "solid", "showlegend": True, "hover": "model estimate",
+                    "legend_name": name + partial})
         chosen = (top or {}).get(stage)
         if chosen is None:
             slowest = sc.groupby("task")["best_us"].min().sort_values(ascending=False, kind="stable")
@@ -105,23 +152,36 @@ def _curve_traces(curve: pd.DataFrame, max_points: int, shards: dict[int, int] |
         for i, task in enumerate(chosen[:MAX_TASK_TRACES]):
             tc = downsample(sc[sc["task"] == task].sort_values("t", kind="stable"), max_points)
             out.append({"key": f"task{i}@{stage}", "name": f"{task} @{stage}%", "group": f"tasks{stage}",
-                        "x": tc["trials"].tolist(), "y": tc["best_us"].tolist(), "color": color, "width": 1.5,
-                        "opacity": 0.6, "dash": TASK_DASHES[i % len(TASK_DASHES)], "showlegend": True,
+                        "x": tc["trials"].tolist(), "y": in_unit(tc["best_us"], unit)[0], "color": color,
+                        "width": 1.5, "opacity": 0.6, "dash": TASK_DASHES[i % len(TASK_DASHES)], "showlegend": True,
                         "legend_name": f"{short_task(task, 28)} @{stage}%", "hover": task})
     return out
 
 
+def _model_progress(model: pd.DataFrame, tuned: int | None) -> tuple[int, list[int]]:
+    """For one slice's curve rows in time order: how many tasks must report before the model estimate is
+    whole (`tuned`, else every task in the curve), and after each row how many have a result."""
+    seen: set[str] = set()
+    reported = []
+    for task, best in zip(model["task"], model["best_us"]):
+        if best is not None and best == best:
+            seen.add(task)
+        reported.append(len(seen))
+    return max(1, tuned if tuned else model["task"].nunique()), reported
+
+
 def update_live_figure(fig: go.FigureWidget, curve: pd.DataFrame, telemetry: pd.DataFrame,
                        phases: pd.DataFrame, t0: float | None, gpu_note: str = "", max_points: int = 300,
-                       now: float | None = None, shards: dict[int, int] | None = None,
+                       now: float | None = None, tuned: dict[int, int] | None = None,
                        top: dict[int, list[str]] | None = None, note: str = "") -> dict[str, int]:
     """Bring the live figure up to date; returns {trace name: points} for the curve traces drawn.
 
-    `shards` maps each tuning slice to its number of shards (from `Run.progress()`); `top` the tasks to
-    draw per slice (see `tasks.top_tasks`); `note` goes after the curve plot's title (tasks not drawn).
+    `tuned` maps each tuning slice to the number of tasks it tunes (`tasks.tuned_counts`); `top` the tasks
+    to draw per slice (see `tasks.top_tasks`); `note` goes after the curve plot's title (tasks not drawn).
     """
     now = time.time() if now is None else now
-    specs = _curve_traces(curve, max_points, shards, top)
+    unit = time_unit([*curve["est_model_us"], *curve["best_us"]]) if curve is not None and len(curve) else "us"
+    specs = _curve_traces(curve, max_points, tuned, top, unit)
     index = {tr.meta: i for i, tr in enumerate(fig.data) if isinstance(tr.meta, str)}
     for spec in specs:  # adding traces cannot be batched; it happens once per slot
         if spec["key"] not in index:
@@ -137,11 +197,13 @@ def update_live_figure(fig: go.FigureWidget, curve: pd.DataFrame, telemetry: pd.
         for spec in specs:
             tr = fig.data[index[spec["key"]]]
             counts[spec["name"]] = len(spec["x"])
-            hover = f"{spec['hover']}<br>%{{x}} trials: %{{y:.2f}} us<extra>@{spec['name'].split('@')[-1]}</extra>"
+            hover = f"{spec['hover']}<br>%{{x}} trials: %{{y:.4g}} {unit}<extra>@{spec['name'].split('@')[-1]}</extra>"
             if tr.hovertemplate != hover:  # a slot's task changes when the ranking does
                 tr.hovertemplate = hover
             if tr.name != spec["legend_name"]:
                 tr.name = spec["legend_name"]
+            if tr.line.dash != spec["dash"]:
+                tr.line.dash = spec["dash"]
             if _same(tr.x, spec["x"]) and _same(tr.y, spec["y"]):
                 continue  # most batches touch one task: leave the others alone (validation is not free)
             tr.x, tr.y = spec["x"], spec["y"]
@@ -152,6 +214,8 @@ def update_live_figure(fig: go.FigureWidget, curve: pd.DataFrame, telemetry: pd.
         title = CURVE_TITLE + note
         if fig.layout.annotations[0].text != title:
             fig.layout.annotations[0].text = title
+        if fig.layout.yaxis.title.text != f"latency ({unit})":
+            fig.layout.yaxis.title.text = f"latency ({unit})"
         _update_telemetry(fig, telemetry, phases, t0, gpu_note, max_points * 2, now)
     return counts
 
@@ -207,31 +271,44 @@ def _update_extra_gpus(fig: go.FigureWidget, tele: pd.DataFrame, x: list[float])
 def make_sweep_figure() -> go.FigureWidget:
     """Left: latency vs inference slice, one line per tuning slice; right: heatmap tuned_at x inferred_at."""
     fig = make_subplots(rows=1, cols=2, column_widths=[0.55, 0.45], horizontal_spacing=0.14,
-                        subplot_titles=("Latency vs inference slice", "Median latency (ms)"))
-    fw = go.FigureWidget(fig)
-    fw.add_trace(go.Heatmap(name="latency", z=[[None]], x=[], y=[], colorscale="Viridis", meta="heatmap",
-                            texttemplate="%{z:.3g}", colorbar=dict(title="ms", x=1.02, len=0.9),
-                            hovertemplate="tuned at %{y}, inferred at %{x}: %{z:.4g} ms"
-                                          "<br>slowdown vs best %{customdata:.2f}x<extra></extra>"),
-                 row=1, col=2)
+                        subplot_titles=("Latency vs inference slice", "Median latency"))
+    fw = PanelFigure(fig)
+    fw.add_trace(go.Heatmap(name="latency", **HEATMAP_PLACEHOLDER, colorscale="Viridis", meta="heatmap",
+                            texttemplate="%{z:.3g}", colorbar=dict(x=1.02, len=0.9)), row=1, col=2)
     fw.update_layout(height=420, width=FIG_WIDTH, template="plotly_white", margin=dict(l=60, r=40, t=50, b=50),
                      legend=dict(orientation="h", y=-0.22), uirevision="keep")
     fw.update_xaxes(title_text="inference slice (%)", row=1, col=1)
-    fw.update_yaxes(title_text="median latency (ms)", rangemode="tozero", row=1, col=1)
+    fw.update_yaxes(rangemode="tozero", row=1, col=1)
     fw.update_xaxes(title_text="inferred at", type="category", row=1, col=2)
     fw.update_yaxes(title_text="tuned at", type="category", autorange="reversed", row=1, col=2)  # rows as in the table
+    _sweep_unit(fw, "ms")
+    persist(fw)
     return fw
 
 
+def _sweep_unit(fig: go.FigureWidget, unit: str) -> None:
+    """Name `unit` wherever the sweep figure shows a latency."""
+    hm = next(tr for tr in fig.data if tr.meta == "heatmap")
+    if hm.colorbar.title.text == unit:
+        return
+    hm.colorbar.title.text = unit
+    hm.hovertemplate = (f"tuned at %{{y}}, inferred at %{{x}}: %{{z:.4g}} {unit}"
+                        "<br>slowdown vs best %{customdata:.2f}x<extra></extra>")
+    fig.layout.annotations[1].text = f"Median latency ({unit})"
+    fig.layout.yaxis.title.text = f"median latency ({unit})"
+
+
 def update_sweep_figure(fig: go.FigureWidget, sweep: pd.DataFrame, rec: Recommendation | None) -> list[list]:
-    """Redraw lines and heatmap from a sweep table; returns the heatmap's z (rows tuned_at, cols inferred_at)."""
+    """Redraw lines and heatmap from a sweep table; returns the heatmap's z (rows tuned_at, cols inferred_at)
+    in the figure's unit (`time_unit` of the latencies: us or ms)."""
     if sweep is None or not len(sweep):
         return []
     df = sweep.sort_values(["tuned_at", "inferred_at"])
     m = df.pivot_table(index="tuned_at", columns="inferred_at", values="latency_ms_median")
     stages = [int(s) for s in m.index]
     ratio = m / m.min(axis=0)
-    z = [[None if _nan(v) else float(v) for v in row] for row in m.to_numpy()]
+    unit = time_unit(df["latency_ms_median"] * 1e3)
+    z = [in_unit(row * 1e3, unit)[0] for row in m.to_numpy()]
     custom = [[None if _nan(v) else float(v) for v in row] for row in ratio.to_numpy()]
     index = {tr.meta: i for i, tr in enumerate(fig.data) if isinstance(tr.meta, str)}
     for stage in stages:
@@ -241,6 +318,7 @@ def update_sweep_figure(fig: go.FigureWidget, sweep: pd.DataFrame, rec: Recommen
                                      line=dict(color=stage_color(stage, stages))), row=1, col=1)
             index[name] = len(fig.data) - 1
     with fig.batch_update():
+        _sweep_unit(fig, unit)
         hm = fig.data[index["heatmap"]]
         hm.z, hm.customdata = z, custom
         hm.x = [f"{int(c)}%" for c in m.columns]
@@ -249,8 +327,8 @@ def update_sweep_figure(fig: go.FigureWidget, sweep: pd.DataFrame, rec: Recommen
             sc = df[df["tuned_at"] == stage]
             tr = fig.data[index[f"tuned@{stage}"]]
             recommended = rec is not None and rec.tuned_at == stage
-            tr.x, tr.y = sc["inferred_at"].tolist(), sc["latency_ms_median"].tolist()
-            iqr = sc["latency_ms_iqr"].tolist() if "latency_ms_iqr" in sc else None
+            tr.x, tr.y = sc["inferred_at"].tolist(), in_unit(sc["latency_ms_median"] * 1e3, unit)[0]
+            iqr = in_unit(sc["latency_ms_iqr"] * 1e3, unit)[0] if "latency_ms_iqr" in sc else None
             tr.error_y = dict(type="data", array=iqr, visible=True, thickness=1) if iqr else dict(visible=False)
             tr.name = f"tuned at {stage}%" + (" (recommended)" if recommended else "")
             tr.line = dict(color=stage_color(stage, stages), width=4 if recommended else 1.5)

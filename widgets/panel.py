@@ -19,12 +19,12 @@ from typing import Any
 import ipywidgets as W
 
 from . import engine, registry
-from .figures import make_live_figure, reset_live_figure, update_live_figure
+from .figures import make_live_figure, persist, reset_live_figure, update_live_figure
 from .form import SPEC_FIELDS, TuneForm
 from .progress import ShardBars
 from .panel_actions import ButtonActions
-from .panel_views import ACTIVE, RunViews, persist
-from .tasks import TaskTable, top_tasks, trace_note
+from .panel_views import ACTIVE, RunViews
+from .tasks import TaskTable, top_tasks, trace_note, tuned_counts
 
 MAX_HZ = 4.0
 PERSIST_EVERY_S = 15.0
@@ -180,7 +180,7 @@ class Panel(ButtonActions, RunViews):
         self.task_table.reset()
         self._plan.value = ""
         reset_live_figure(self.live_figure)
-        self._sweep_box.layout.display = "none"
+        self._drop_sweep_figure()
         self._results.value = ""
         self._run_errors.value = ""
         self._export_msg.value = ""
@@ -284,7 +284,7 @@ class Panel(ButtonActions, RunViews):
         self._top = top_tasks(tasks, curve)
         self._curve_counts = update_live_figure(self.live_figure, curve, tele, phases, self._t0, self._gpu_note,
                                                 self.max_points, now=self._now_for(status, phases, tele, curve),
-                                                shards=self._shards_per_stage(progress), top=self._top,
+                                                tuned=tuned_counts(tasks), top=self._top,
                                                 note=trace_note(self._top, tasks, curve))
         if len(self.live_figure.data) != n_live:
             # Traces added before the front end has a view of the figure are lost with their one-off

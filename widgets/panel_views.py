@@ -2,17 +2,15 @@
 errors, and which buttons are enabled (see `widgets.panel`)."""
 from __future__ import annotations
 
-import copy
 import html
 import time
-from typing import Any
 
 import pandas as pd
 
 from . import engine
 from .analysis import fmt_seconds, recommend_tuning_slice
-from .engine import FAILURES, describe
-from .figures import make_sweep_figure, update_sweep_figure
+from .engine import FAILURES, describe, fmt_us, time_unit
+from .figures import make_sweep_figure, persist, update_sweep_figure
 from .form import field_name
 from .ran import ran_html
 from .tasks import plan_html
@@ -27,7 +25,8 @@ def result_line(results: pd.DataFrame) -> tuple[str, bool]:
         return "", False
     row = results.loc[results["tuned_ms"].idxmin()]
     at = f"tuned at {int(row['tuned_at'])} %"
-    tuned, untuned = engine.fmt_us(row["tuned_ms"] * 1e3), engine.fmt_us(row["untuned_ms"] * 1e3)
+    unit = time_unit([row["tuned_ms"] * 1e3, row["untuned_ms"] * 1e3])
+    tuned, untuned = fmt_us(row["tuned_ms"] * 1e3, unit), fmt_us(row["untuned_ms"] * 1e3, unit)
     if row.get("kept") == "untuned" or row.get("verdict") == "slower":
         return (f"tuning did not beat the untuned build ({tuned} {at} against {untuned}, "
                 f"{row['speedup']:.2f}x), so the untuned build is kept: give more trials so that more tasks are "
@@ -37,27 +36,8 @@ def result_line(results: pd.DataFrame) -> tuple[str, bool]:
     return f"best model {tuned} ({at}): {row['speedup']:.2f}x faster than the untuned build ({untuned})", False
 
 
-def persist(fig: Any) -> None:
-    """Make a FigureWidget's synced state equal its current data and layout (see Panel.persist_figures)."""
-    if fig is not None and hasattr(fig, "_widget_data"):
-        fig._widget_layout = copy.deepcopy(fig._layout_obj._props)
-        fig._widget_data = copy.deepcopy(fig._data)
-
-
-def tune_blocker(errors: dict[str, str]) -> str:
-    """Why the form keeps Tune off, as the status says it ('to tune, fix slices: ...'); '' when nothing does."""
-    spec_errors = [f"{field_name(k)}: {v}" for k, v in errors.items() if k != "sweep_slices"]
-    return f"to tune, fix {'; '.join(spec_errors)}" if spec_errors else ""
-
-
 class RunViews:
     """Mixed into `Panel`: each view drawn from the run's tables, redrawn only when its data changed."""
-
-    @staticmethod
-    def _shards_per_stage(progress: pd.DataFrame) -> dict[int, int]:
-        if not len(progress):
-            return {}
-        return {int(k): int(v) for k, v in progress.groupby("tuned_at")["shard"].nunique().items()}
 
     def _now_for(self, status: str, *frames: pd.DataFrame) -> float:
         """'Now' for the last phase's end: the clock while running, else the last event seen."""
@@ -129,6 +109,15 @@ class RunViews:
         table = run.results_table().to_html(index=False, float_format=lambda v: f"{v:.4g}", border=0)
         self._results.value = (f"<div style='margin:6px 0'><b>Results</b> (run.results_table(); run.results has "
                                f"the raw fields){table}</div>")
+
+    def _drop_sweep_figure(self) -> None:
+        """Close the previous run's sweep figure (the next sweep builds a new one). Hidden, it would still
+        be restored, and plotly's 5 MB module loaded for it, on every page load."""
+        self._sweep_box.layout.display = "none"
+        if self.sweep_figure is not None:
+            self._sweep_box.children = ()
+            self.sweep_figure.close()
+            self.sweep_figure = None
 
     def _update_sweep(self, run: "engine.Run") -> None:
         df = run.sweep  # built from sweep_point events, so it grows while a sweep runs

@@ -7,7 +7,7 @@ from typing import Any
 import ipywidgets as W
 import pandas as pd
 
-from .analysis import fmt_seconds, fmt_us
+from .analysis import fmt_seconds, fmt_us, time_unit
 from .engine import Overall
 
 BAR_STYLE = {"running": "info", "planned": "", "finished": "success", "failed": "danger", "stopped": "warning",
@@ -69,6 +69,7 @@ class ShardBars:
                 self.widget.children = (W.HBox(list(self._overall), layout=W.Layout(align_items="center")),)
             return []
         out = []
+        unit = time_unit(progress["est_shard_us"]) if "est_shard_us" in progress else "us"  # one for every bar
         for rec in progress.to_dict("records"):
             key = (int(rec["tuned_at"]), int(rec["shard"]))
             if key not in self._rows:
@@ -89,7 +90,7 @@ class ShardBars:
             best = rec.get("est_shard_us")
             if best is not None and best == best:
                 measured, tasks = int(rec.get("tasks_measured") or 0), int(rec.get("tasks") or 0)
-                words.append(f"best so far {fmt_us(best)}" + (f" ({measured} of {tasks} tasks)" if tasks else ""))
+                words.append(f"best so far {fmt_us(best, unit)}" + (f" ({measured} of {tasks} tasks)" if tasks else ""))
             errs = int(rec.get("build_errors") or 0) + int(rec.get("run_errors") or 0)
             if errs:
                 words.append(f"{errs} errors")

@@ -79,6 +79,15 @@ def top_tasks(tasks: pd.DataFrame, curve: pd.DataFrame, n: int = MAX_TASK_TRACES
     return out
 
 
+def tuned_counts(tasks: pd.DataFrame) -> dict[int, int]:
+    """Per tuning slice, how many tasks it tunes: planned, tuning or tuned (not default: outside the budget,
+    nor skipped: its design space failed). The model estimate is whole once that many have a result."""
+    if not len(tasks) or "state" not in tasks:
+        return {}
+    tuned = tasks[tasks["state"].isin(["planned", "tuning", "tuned"])]
+    return {int(k): int(v) for k, v in tuned.groupby("tuned_at")["task"].nunique().items()}
+
+
 def trace_note(top: dict[int, list[str]], tasks: pd.DataFrame, curve: pd.DataFrame) -> str:
     """' - 5 of 62 tasks drawn (by share of time); 57 not drawn' for the curve plot's title ('' when all are)."""
     if not top:

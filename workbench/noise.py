@@ -25,16 +25,18 @@ def verdict(tuned_ms: float, tuned_iqr: float, untuned_ms: float, untuned_iqr: f
     return "faster" if tuned_ms < untuned_ms else "slower"
 
 
-def fmt_timing(ms: float | None, iqr: float | None = None, short: bool = False) -> str:
-    """'0.412 ms ± 0.010 (IQR)' (short: '0.412 ± 0.010', for a table in ms): the median with its spread, both
-    to the median's precision."""
+def fmt_timing(ms: float | None, iqr: float | None = None, short: bool = False, unit: str = "ms") -> str:
+    """'0.412 ms ± 0.010 (IQR)' (short: '0.412 ± 0.010', for a table headed with its unit): the median with
+    its spread, both to the median's precision, in `unit` ('ms' or 'us'; the values are given in ms)."""
     if ms is None or not math.isfinite(ms):
         return "-"
-    decimals = max(1, 2 - math.floor(math.log10(abs(ms)))) if ms else 3
-    text = f"{ms:.{decimals}f}" + ("" if short else " ms")
+    scale = 1000.0 if unit == "us" else 1.0
+    value = ms * scale
+    decimals = max(1, 2 - math.floor(math.log10(abs(value)))) if value else 3
+    text = f"{value:.{decimals}f}" + ("" if short else f" {unit}")
     if iqr is None or not math.isfinite(iqr):
         return text
-    return f"{text} ± {iqr:.{decimals}f}" + ("" if short else " (IQR)")
+    return f"{text} ± {iqr * scale:.{decimals}f}" + ("" if short else " (IQR)")
 
 
 def is_busy(cores: float | None) -> bool:

@@ -10,6 +10,7 @@ from typing import Any
 import pandas as pd
 
 from .noise import fmt_timing
+from .units import time_unit
 
 # results.json field -> the header people read (in this order); the panel and the CLI show these columns
 RESULT_HEADERS: dict[str, str] = {
@@ -53,9 +54,10 @@ def results_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
     out = df[cols].copy()
     if "match" in out:
         out["match"] = [_match(v) for v in out["match"].tolist()]
+    unit = time_unit([v * 1e3 for col in SPREAD if col in df for v in df[col] if v is not None])  # one for all
     for col, iqr in SPREAD.items():
         if col in out:
             spreads = df[iqr] if iqr in df else [None] * len(df)
-            out[col] = [fmt_timing(m, i if i == i else None) if m is not None and m == m else "-"
+            out[col] = [fmt_timing(m, i if i == i else None, unit=unit) if m is not None and m == m else "-"
                         for m, i in zip(df[col], spreads)]
     return out.rename(columns=RESULT_HEADERS)

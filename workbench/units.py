@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -24,10 +25,28 @@ def _missing(v: object) -> bool:
     return v is None or (isinstance(v, float) and math.isnan(v))
 
 
-def time_unit(values: "list[float | None] | pd.Series") -> str:
-    """'ms' when the largest known value is at least 1000 us, else 'us' (one unit for a whole column)."""
+US_PER_UNIT = {"us": 1.0, "ms": 1000.0}
+
+
+def time_unit(values: "Iterable[float | None] | pd.Series") -> str:
+    """The one unit for a set of times in microseconds (a column, a plot, a heatmap): 'ms' when the
+    largest known value is at least 1000 us, else 'us'."""
     known = [float(v) for v in values if not _missing(v)]
     return "ms" if known and max(known) >= 1000 else "us"
+
+
+def _check(unit: str) -> str:
+    if unit not in US_PER_UNIT:
+        raise ValueError(f"unit must be 'us' or 'ms', got {unit!r}")
+    return unit
+
+
+def in_unit(values_us: "Iterable[float | None] | pd.Series", unit: str | None = None) -> tuple[list[float | None], str]:
+    """`values_us` (microseconds) as numbers in one unit, and that unit: `unit`, else `time_unit`'s choice
+    for them. Unknown values (None, NaN) become None."""
+    values = list(values_us)
+    unit = _check(unit or time_unit(values))
+    return [None if _missing(v) else float(v) / US_PER_UNIT[unit] for v in values], unit
 
 
 def fmt_us(us: float | None, unit: str | None = None) -> str:
@@ -35,9 +54,7 @@ def fmt_us(us: float | None, unit: str | None = None) -> str:
     so that a column of times reads in one unit (see `time_unit`)."""
     if _missing(us):
         return "-"
-    unit = unit or ("ms" if us >= 1000 else "us")
-    if unit not in ("us", "ms"):
-        raise ValueError(f"unit must be 'us' or 'ms', got {unit!r}")
+    unit = _check(unit or time_unit([us]))
     return f"{us / 1000:.3f} ms" if unit == "ms" else f"{us:.1f} us"
 
 

@@ -1,0 +1,154 @@
+"""One panel reused in JupyterLab (headless Chromium), then the page reloaded (issue 17).
+
+A notebook tunes mlp-small for real (8 trials), sweeps it, tunes again in the same panel and the test
+presses Stop mid-run; then it saves and reloads the page. Checked: the result-first status line, one time
+unit across the views, bars frozen and labelled "stopped" after Stop, the first run's sweep figure closed
+(not kept hidden) once the second run is attached, and after the reload a rendered panel whose figure's
+traces all have names, with no IndexSizeError / widget / plotly console error. Screenshots go to
+test-artifacts/.
+"""
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import nbformat
+import pytest
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+NOTEBOOK = "panel_reuse.ipynb"
+CELLS = (
+    "%load_ext workbench\nfrom widgets import Panel\n"
+    "panel = Panel(model='mlp-small', shards=2, servers=2, trials=8, trials_per_batch=4, sweep_slices=[100])\npanel",
+    "run1 = panel.tune()\nprint('run1', await panel.wait())",
+    "panel.sweep()\nprint('sweep', await panel.wait())",
+    "run2 = panel.tune(trials=64)  # more than it measures before the test presses Stop",
+)
+
+RUN_CELL = """async ([i, seconds]) => {
+  const app = window.jupyterapp;
+  const nb = app.shell.currentWidget;
+  await nb.context.ready;
+  await nb.sessionContext.ready;
+  nb.content.activeCellIndex = i;
+  const late = new Promise((_, reject) => setTimeout(
+    () => reject(new Error(`cell ${i} still running after ${seconds} s`)), seconds * 1000));
+  await Promise.race([app.commands.execute('notebook:run-cell'), late]);
+  return nb.content.widgets[i].outputArea.node.innerText;
+}"""
+STATUS = "() => { const s = document.querySelector('.wb-panel .wb-status'); return s ? s.innerText : ''; }"
+BARS = ("() => Array.from(document.querySelectorAll('.wb-panel .wb-progress .widget-hbox'))"
+        ".map(row => row.innerText.replace(/\\s+/g, ' ').trim())")
+# every trace of every panel figure as plotly.js holds it: its name (null when unnamed), type, and points
+TRACES = """() => Array.from(document.querySelectorAll('.wb-panel .js-plotly-plot')).map(gd => (gd.data || []).map(
+  t => ({name: t.name === undefined ? null : t.name, type: t.type || 'scatter',
+         n: t.type === 'heatmap' ? (t.z || []).length : (t.x || []).length})))"""
+LEGEND = "() => Array.from(document.querySelectorAll('.wb-panel .legendtext')).map(e => e.textContent)"
+# the latency unit each view states: axis and subplot titles, colour bar, bar labels and the task table
+UNITS = r"""() => {
+  const found = [];
+  const add = (text) => { for (const m of (text || '').matchAll(/(?:\d\s?|\()(us|ms|µs)\b/g)) found.push(m[1]); };
+  document.querySelectorAll('.wb-panel .js-plotly-plot').forEach(gd => {
+    const L = gd.layout || {};
+    add(((L.yaxis || {}).title || {}).text);
+    (L.annotations || []).forEach(a => add(a.text));
+    (gd.data || []).forEach(t => add(((t.colorbar || {}).title || {}).text ? '(' + t.colorbar.title.text : ''));
+  });
+  document.querySelectorAll('.wb-panel .wb-status, .wb-panel .wb-progress, .wb-panel .wb-tasks, .wb-panel .wb-results')
+    .forEach(e => add(e.innerText));
+  return found;
+}"""
+WIDGET_ERRORS = re.compile(r"IndexSizeError|createImageData|widget|plotly|anywidget", re.I)
+
+
+def _shot(page, artifacts: Path, name: str) -> None:
+    page.locator(".wb-panel").scroll_into_view_if_needed()
+    page.locator(".wb-panel").screenshot(path=str(artifacts / f"panel-reuse-{name}.png"))
+
+
+def test_panel_reused_stopped_and_reloaded(request, require_browser: Callable[[], str], artifacts: Path,
+                                           jupyter_lab: str, lab_root: Path) -> None:
+    require_browser()
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in CELLS])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, str(lab_root / NOTEBOOK))
+    page = request.getfixturevalue("page")
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(f"{e.name}: {e.message}"))
+    t0 = time.monotonic()
+
+    def log(what: str) -> None:
+        print(f"{time.monotonic() - t0:5.0f} s: {what}", flush=True)
+
+    page.goto(f"{jupyter_lab}/lab/tree/{NOTEBOOK}?reset", timeout=90_000)
+    page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=90_000)
+    page.add_style_tag(content=".jp-toast-container, .Toastify { display: none !important; }")  # news pop-ups
+    page.evaluate(RUN_CELL, [0, 120])
+    page.wait_for_selector(".wb-panel .wb-status", timeout=60_000)
+
+    # run 1 to the end: the status line states the result first
+    assert "run1 done" in page.evaluate(RUN_CELL, [1, 300])
+    status = page.evaluate(STATUS)
+    log(status)
+    assert re.match(r"(best model [\d.]+ (us|ms) \(tuned at 100 %\): [\d.]+x|tuning did not beat)", status), status
+    assert "done" in status and "8/8 trials" in status, status
+
+    # sweep it: the heatmap and the lines, one unit with the other views
+    assert "sweep done" in page.evaluate(RUN_CELL, [2, 180])
+    page.wait_for_function("() => document.querySelectorAll('.wb-panel .js-plotly-plot').length >= 2", timeout=30_000)
+    heat = [t for fig in page.evaluate(TRACES) for t in fig if t["type"] == "heatmap"]
+    assert heat and heat[0]["n"] >= 1, heat
+    units = page.evaluate(UNITS)  # checked at the end, so that a failure here does not hide the reload's
+    log(f"sweep done; units shown: {sorted(set(units))}")
+    _shot(page, artifacts, "swept")
+
+    # run 2 in the same panel; Stop (a real click) once it has measured a batch
+    page.evaluate(RUN_CELL, [3, 120])
+    page.wait_for_function(f"() => /running.* [1-9]\\d*\\/64 trials/.test(({STATUS})())", timeout=180_000, polling=250)
+    assert not any("stopped" in b for b in page.evaluate(BARS)), page.evaluate(BARS)
+    log(f"run 2 measuring: {page.evaluate(BARS)}")
+    page.click(".wb-panel button.wb-stop")
+    page.wait_for_function(f"() => ({STATUS})().includes('stopped')", timeout=60_000, polling=250)
+    page.wait_for_timeout(300)
+    bars = page.evaluate(BARS)
+    log(f"stopped: {bars}")
+    assert len(bars) == 2 and all("stopped" in b and "ETA" not in b for b in bars), bars
+    page.wait_for_timeout(2500)
+    assert page.evaluate(BARS) == bars, "the bars of a stopped run still count"
+    figures_run2 = len(page.evaluate(TRACES))  # checked at the end too
+    _shot(page, artifacts, "stopped")
+
+    # save, reload: the panel renders again, every trace named, no widget or plotly error
+    page.evaluate("() => window.jupyterapp.commands.execute('docmanager:save')")
+    page.wait_for_function("() => !window.jupyterapp.shell.currentWidget.context.model.dirty", timeout=30_000)
+    before = len(errors)
+    page.reload(timeout=90_000)
+    page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=90_000)
+    page.add_style_tag(content=".jp-toast-container, .Toastify { display: none !important; }")
+    log("reloading")
+    rendered = ("() => !!document.querySelector('.wb-panel .wb-status') && "
+                "document.querySelectorAll('.wb-panel .js-plotly-plot').length >= 1 && "
+                "!document.querySelector('.jp-Notebook').innerText.includes('Loading widget')")
+    deadline = time.monotonic() + 60
+    while not page.evaluate(rendered) and time.monotonic() < deadline:
+        page.wait_for_timeout(500)
+    page.wait_for_timeout(2000)  # plotly draws after the widget views attach
+    log(f"reloaded: {page.evaluate(STATUS)}")
+    page.screenshot(path=str(artifacts / "panel-reuse-reloaded.png"), full_page=True)
+    assert page.evaluate(rendered), ("the panel did not render within 60 s of the reload: "
+                                     f"{page.locator('.jp-Notebook').inner_text()[-1500:]}; errors: {errors[before:]}")
+    assert "stopped" in page.evaluate(STATUS)
+    figures = page.evaluate(TRACES)
+    unnamed = [t for fig in figures for t in fig if not t["name"] or re.fullmatch(r"trace \d+", t["name"])]
+    assert not unnamed, f"traces without a name after the reload: {unnamed} in {figures}"
+    legend = page.evaluate(LEGEND)
+    assert legend and not [x for x in legend if re.fullmatch(r"trace \d+", x)], legend
+    bad = [e for e in errors if WIDGET_ERRORS.search(e)]
+    assert not bad, f"console errors ({len(errors) - before} after the reload): {bad}"
+    assert len(set(units)) == 1, f"the views state different units: {units}"
+    assert figures_run2 == 1, "the first run's sweep figure was kept (hidden) for the second run"
+    log("panel reuse in JupyterLab: done")
