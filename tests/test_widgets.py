@@ -198,7 +198,7 @@ def test_one_latency_unit_per_view() -> None:
     res = [{"tuned_at": 50, "tuned_ms": 0.006, "untuned_ms": 0.0062, "speedup": 1.03},
            {"tuned_at": 100, "tuned_ms": 0.9, "untuned_ms": 1.2, "speedup": 1.33}]
     table = results_table(res).to_string()
-    assert "6.0 us" not in table and "0.006 ms" in table and "1.20 ms" in table and "tuned_ms" not in table
+    assert "6.0 us" not in table and "0.00600 ms" in table and "1.20 ms" in table and "tuned_ms" not in table
     small = results_table([{"tuned_at": 50, "tuned_ms": 0.006, "tuned_iqr_ms": 0.0002, "untuned_ms": 0.0062}])
     assert small.iloc[0]["latency (median ± IQR)"] == "6.00 us ± 0.20 (IQR)"
 
