@@ -61,6 +61,27 @@ UNITS = r"""() => {
     .forEach(e => add(e.innerText));
   return found;
 }"""
+# Where a widget output still reads "Loading widget...": has the widget manager restored the kernel's models,
+# how many of its model promises are still pending, and is the panel's own model among them
+WIDGET_MANAGER = """async () => {
+  const found = [];
+  const walk = (w, depth) => {
+    if (!w || depth > 8) return;
+    if (w._manager && w._manager.promise) found.push(w);
+    for (const c of (w.widgets || [])) walk(c, depth + 1);
+  };
+  walk(window.jupyterapp.shell.currentWidget.content.widgets[0].outputArea, 0);
+  if (!found.length) return 'no widget renderer in the first output';
+  const mgr = await found[0]._manager.promise;
+  const ids = Object.keys(mgr._models || {});
+  const settled = (p) => Promise.race([p.then(() => 'ok', (e) => 'failed: ' + e),
+                                      new Promise((r) => setTimeout(() => r('pending'), 300))]);
+  const states = await Promise.all(ids.map((k) => settled(mgr._models[k])));
+  const view = (found[0]._rerenderMimeModel || {data: {}}).data['application/vnd.jupyter.widget-view+json'];
+  return {restored: mgr.restoredStatus, models: ids.length, pending: states.filter((x) => x === 'pending').length,
+          failed: states.filter((x) => x.startsWith('failed')).slice(0, 3),
+          panel: view ? (mgr._models[view.model_id] ? await settled(mgr._models[view.model_id]) : 'not known') : '-'};
+}"""
 WIDGET_ERRORS = re.compile(r"IndexSizeError|createImageData|widget|plotly|anywidget", re.I)
 
 
@@ -79,6 +100,9 @@ def test_panel_reused_stopped_and_reloaded(request, require_browser: Callable[[]
     errors: list[str] = []
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     page.on("pageerror", lambda e: errors.append(f"{e.name}: {e.message}"))
+    warnings: list[str] = []
+    page.on("console", lambda m: warnings.append(m.text[:300]) if m.type == "warning" and "Plugin" not in m.text
+            else None)
     t0 = time.monotonic()
 
     def log(what: str) -> None:
@@ -125,7 +149,7 @@ def test_panel_reused_stopped_and_reloaded(request, require_browser: Callable[[]
     # save, reload: the panel renders again, every trace named, no widget or plotly error
     page.evaluate("() => window.jupyterapp.commands.execute('docmanager:save')")
     page.wait_for_function("() => !window.jupyterapp.shell.currentWidget.context.model.dirty", timeout=30_000)
-    before = len(errors)
+    before, warned = len(errors), len(warnings)
     page.reload(timeout=90_000)
     page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=90_000)
     page.add_style_tag(content=".jp-toast-container, .Toastify { display: none !important; }")
@@ -139,8 +163,10 @@ def test_panel_reused_stopped_and_reloaded(request, require_browser: Callable[[]
     page.wait_for_timeout(2000)  # plotly draws after the widget views attach
     log(f"reloaded: {page.evaluate(STATUS)}")
     page.screenshot(path=str(artifacts / "panel-reuse-reloaded.png"), full_page=True)
-    assert page.evaluate(rendered), ("the panel did not render within 60 s of the reload: "
-                                     f"{page.locator('.jp-Notebook').inner_text()[-1500:]}; errors: {errors[before:]}")
+    assert page.evaluate(rendered), (f"the panel did not render within 60 s of the reload: "
+                                     f"{page.locator('.jp-Notebook').inner_text()[:300]}; widget manager: "
+                                     f"{page.evaluate(WIDGET_MANAGER)}; errors: {errors[before:]}; "
+                                     f"warnings: {warnings[warned:][:5]}")
     assert "stopped" in page.evaluate(STATUS)
     figures = page.evaluate(TRACES)
     unnamed = [t for fig in figures for t in fig if not t["name"] or re.fullmatch(r"trace \d+", t["name"])]
