@@ -36,6 +36,12 @@ def result_line(results: pd.DataFrame) -> tuple[str, bool]:
     return f"best model {tuned} ({at}): {row['speedup']:.2f}x faster than the untuned build ({untuned})", False
 
 
+def tune_blocker(errors: dict[str, str]) -> str:
+    """Why the form keeps Tune off, as the status says it ('to tune, fix slices: ...'); '' when nothing does."""
+    spec_errors = [f"{field_name(k)}: {v}" for k, v in errors.items() if k != "sweep_slices"]
+    return f"to tune, fix {'; '.join(spec_errors)}" if spec_errors else ""
+
+
 class RunViews:
     """Mixed into `Panel`: each view drawn from the run's tables, redrawn only when its data changed."""
 
