@@ -16,11 +16,14 @@ SUMMARY = {"model": str, "seeds": list, "stock_wall_s": float, "stock_final_ms":
            "best_ms_at_300s": (float, type(None)), "best_config": str}
 
 
-def _bench_module():
-    sys.path.insert(0, os.path.join(ROOT, "bench"))
-    import anytime
+def _bench_module(name: str = "anytime"):
+    """A bench script imported as a module (bench/ put on the path once)."""
+    import importlib
 
-    return anytime
+    bench = os.path.join(ROOT, "bench")
+    if bench not in sys.path:
+        sys.path.insert(0, bench)
+    return importlib.import_module(name)
 
 
 def _first_within(checkpoints: list[dict], ms: float) -> float | None:
@@ -113,11 +116,8 @@ def test_a_stock_that_skipped_a_task_is_no_reference():
 
 def test_trials_by_counts_a_committed_runs_batches():
     """The checkpoints' trial counts read today's event fields: a committed H200 run's 18 batches of 16."""
-    sys.path.insert(0, os.path.join(ROOT, "bench"))
-    from experiments import read_events
-
     anytime = _bench_module()
-    events = read_events(os.path.join(ROOT, "bench", "results", "2026-12-01-h200-mlp-anytime",
+    events = _bench_module("experiments").read_events(os.path.join(ROOT, "bench", "results", "2026-12-01-h200-mlp-anytime",
                                       "20261201-152349-mlp-0b25.jsonl.gz"))
     batches = [e for e in events if e["kind"] == "batch"]
     assert len(batches) == 18
@@ -128,8 +128,7 @@ def test_trials_by_counts_a_committed_runs_batches():
 
 def test_rank_test_of_per_trial_quality():
     """The exact one-sided Mann-Whitney p-value: 1 of the 6 splits of 4 values is as extreme as b all above a."""
-    sys.path.insert(0, os.path.join(ROOT, "bench"))
-    from per_trial_quality import rank_test
+    rank_test = _bench_module("per_trial_quality").rank_test
 
     assert rank_test([1.0, 2.0], [3.0, 4.0]) == {"u_workbench_below_stock": 0, "pairs": 4, "p_one_sided": 0.1667}
     assert rank_test([3.0, 4.0], [1.0, 2.0])["p_one_sided"] == 1.0
