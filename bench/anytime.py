@@ -251,10 +251,15 @@ def score_seed(raw: dict) -> None:
     for r in raw["configs"].values():
         r["untuned_speedup"] = None if not r.get("latest_ms") else round(r["untuned_ms"] / r["latest_ms"], 4)
         if stock and not stock_problem(stock) and r.get("latest_ms") is not None:
-            r["equal_time_latency_ratio"] = round(r["latest_ms"] / stock["final_ms"], 4)
+            ratio = round(r["latest_ms"] / stock["final_ms"], 4)
+            short = r.get("stop_s") is not None and stock.get("wall_s") is not None and r["stop_s"] < stock["wall_s"]
+            # cut short (--stop-s): records only accumulate, so the ratio at the stop bounds the one at stock's wall
+            r["equal_time_latency_ratio"] = None if short else ratio
+            r["equal_time_latency_ratio_upper_bound"] = ratio if short else None
             t = time_to(r.get("checkpoints"), stock["final_ms"])
             r["time_to_stock_latency_s"], r["reached_stock_latency"] = t, t is not None
-            r["time_to_stock_latency_ratio"] = 1.0 if t is None else round(t / stock["time_to_final_s"], 4)
+            r["time_to_stock_latency_ratio"] = (None if short else 1.0) if t is None else round(
+                t / stock["time_to_final_s"], 4)
 
 
 def med(values: list) -> float | None:
@@ -274,11 +279,13 @@ def summarize(entry: dict) -> None:
     per = {}
     for n in names:
         rows = [r["configs"][n] for r in raws.values() if n in r["configs"]]
-        keys = ("equal_time_latency_ratio", "time_to_stock_latency_ratio", "best_ms_at_300s", "latest_ms",
-                "untuned_speedup")
+        keys = ("equal_time_latency_ratio", "equal_time_latency_ratio_upper_bound", "time_to_stock_latency_ratio",
+                "best_ms_at_300s", "latest_ms", "untuned_speedup")
         per[n] = {"seeds": len(rows), **{k: med([r.get(k) for r in rows]) for k in keys},
                   "reached_stock_latency": sum(bool(r.get("reached_stock_latency")) for r in rows)}
     rank = "latest_ms" if problems else "equal_time_latency_ratio"
+    if not problems and all(per[n][rank] is None for n in names):
+        rank = "equal_time_latency_ratio_upper_bound"  # every config was cut short by --stop-s
     ranked = [n for n in names if per[n][rank] is not None]
     best = min(ranked, key=lambda n: per[n][rank]) if ranked else None
     notes = [n for n in entry.get("notes", []) if n.startswith("torch_eager")] + problems
@@ -286,7 +293,11 @@ def summarize(entry: dict) -> None:
         for r in [raw.get("stock"), *raw["configs"].values()]:
             if r and r.get("best_ms_at_300s") is None and r.get("span_s") is not None:
                 notes.append(f"seed {seed} {r['config']}: best_ms_at_300s null, the run was {r['span_s']} s (< 300 s)")
-            if r and r.get("reached_stock_latency") is False:
+            if r and r.get("equal_time_latency_ratio_upper_bound") is not None:
+                notes.append(f"seed {seed} {r['config']}: stopped at {r['stop_s']} s (--stop-s), before stock's wall "
+                             f"{raw['stock']['wall_s']} s: equal_time_latency_ratio <= "
+                             f"{r['equal_time_latency_ratio_upper_bound']} (its model at the stop)")
+            elif r and r.get("reached_stock_latency") is False:
                 notes.append(f"seed {seed} {r['config']}: never within 3 % of stock's final by stock's wall; "
                              "time_to_stock_latency_ratio counts as 1.0")
     seeds = sorted(int(s) for s in raws)
@@ -299,7 +310,8 @@ def summarize(entry: dict) -> None:
                   "best_config": best, "stock_best_ms_at_300s": med([s.get("best_ms_at_300s") for s in stocks]),
                   "stock_problem": problems[0] if problems else None, "per_config": per, "notes": notes,
                   **{k: per[best][k] if best else None for k in (
-                      "equal_time_latency_ratio", "time_to_stock_latency_ratio", "best_ms_at_300s")}})
+                      "equal_time_latency_ratio", "equal_time_latency_ratio_upper_bound", "time_to_stock_latency_ratio",
+                      "best_ms_at_300s")}})
     if problems:  # no stock reference: the workbench against the untuned build and PyTorch
         entry["equal_time_latency_ratio"] = entry["time_to_stock_latency_ratio"] = None
         entry["workbench_latest_ms"] = per[best]["latest_ms"] if best else None
@@ -332,7 +344,8 @@ def main() -> None:
             ("--budget-factor", int, 50, "workbench budget: this x stock's trials"),
             ("--configs", str, "1x1@100+batch", "workbench configs (tuning_throughput's KxS@P[+...])"),
             ("--seeds", str, "0,1,2", None), ("--seed-index-only", int, None, "run only the N-th of --seeds"),
-            ("--wall-s", float, 300.0, "workbench time when there is no stock wall"), ("--checkpoints", int, 6, None),
+            ("--wall-s", float, 300.0, "workbench time when there is no stock wall"),
+            ("--stop-s", float, None, "stop the workbench by this time even before stock's wall (short device time)"), ("--checkpoints", int, 6, None),
             ("--cost-model", str, "xgb", None), ("--measure-timeout", int, 60, None),
             ("--run-timeout", float, 3000.0, None), ("--home", str, None, "workbench home (default: a temp folder)"),
             ("--attach", str, None, "measure this finished run (under --home) instead of starting one"),
@@ -387,6 +400,7 @@ def main() -> None:
             raise SystemExit(f"no stock run of seed {seed} in {args.out}: run --part stock first (with --merge)")
         stock = raw["stock"]
         stop_s = stock["wall_s"] if stock and stock.get("wall_s") else args.wall_s
+        stop_s = stop_s if args.stop_s is None else min(stop_s, args.stop_s)
         for cfg in configs if args.part != "stock" else []:
             print(f"--- {cfg['name']} seed {seed}, stopped at {stop_s} s", flush=True)
             trials = args.budget_factor * args.stock_trials

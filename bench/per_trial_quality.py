@@ -8,6 +8,8 @@ what bounds them: seconds to the first batch, batch wall times, build seconds pe
 host's busy CPU seconds per trial (telemetry's system-wide CPU percent, integrated over tuning).
 
     python bench/per_trial_quality.py --out bench/results/2026-12-01-h200-mlp-anytime/per_trial_quality.json
+    python bench/per_trial_quality.py --anytime 2026-12-01-h200-resnet18-anytime \
+        --out bench/results/2026-12-01-h200-resnet18-anytime/per_trial_quality.json
 """
 from __future__ import annotations
 
@@ -83,12 +85,14 @@ def main() -> None:
     rows, bound = [], {}
     for path in sorted(glob.glob(os.path.join(RESULTS, "*h200*", "*.jsonl.gz"))):
         events = read_events(path)
+        if os.path.basename(os.path.dirname(path)) == args.anytime:  # any model: what bounded these runs
+            started = next(e for e in events if e["kind"] == "run_started")
+            bound[started["run_id"]] = {"model": started["spec"]["model"], "seed": started["spec"].get("seed"),
+                                        "kind": "workbench" if any(e["kind"] == "server_ready" for e in events)
+                                        else "stock", **bounds(events)}
         row = run_row(path, events)
-        if row is None:
-            continue
-        rows.append(row)
-        if row["experiment"] == args.anytime:
-            bound[row["run"]] = {"kind": row["kind"], "seed": row["seed"], **bounds(events)}
+        if row is not None:
+            rows.append(row)
     summary = {}
     for n in COUNTS:
         key = f"est_us_at_{n}"

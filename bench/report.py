@@ -211,16 +211,20 @@ def anytime_row(seed: str, raw: dict, config: str, torch_ms: float | None) -> di
            "trials": r["trials"], "span_s": r["span_s"], "best_ms_at_300s": r.get("best_ms_at_300s"),
            "stock_best_ms_at_300s": stock and stock.get("best_ms_at_300s"), "torch_eager_fp32_ms": torch_ms,
            "untuned_ms": r.get("untuned_ms"), "stock_final_ms": None, "latency_ms": None,
-           "equal_time_latency_ratio": None, "stock_time_to_final_s": None, "time_to_stock_latency_s": None,
+           "equal_time_latency_ratio": None, "equal_time_latency_ratio_upper_bound": None, "stock_time_to_final_s": None, "time_to_stock_latency_s": None,
            "time_to_stock_latency_ratio": None, "reached_stock_latency": None, "trials_ratio": None}
     if not ok:
         return row
     final, latest = stock["checkpoints"][-1]["latency_ms"], r["checkpoints"][-1]["latency_ms"]
     t_stock, t = time_to(stock["checkpoints"], final), time_to(r["checkpoints"], final)
-    return {**row, "stock_final_ms": final, "latency_ms": latest, "equal_time_latency_ratio": latest / final,
+    # stopped before stock's wall (bench/anytime.py --stop-s): the ratio at the stop only bounds the one at the wall
+    short = r["span_s"] is not None and r["span_s"] < stock["wall_s"]
+    return {**row, "stock_final_ms": final, "latency_ms": latest,
+            "equal_time_latency_ratio": None if short else latest / final,
+            "equal_time_latency_ratio_upper_bound": latest / final if short else None,
             "stock_time_to_final_s": t_stock, "time_to_stock_latency_s": t,
-            "time_to_stock_latency_ratio": 1.0 if t is None else t / t_stock, "reached_stock_latency": t is not None,
-            "trials_ratio": r["trials"] / stock["trials"]}
+            "time_to_stock_latency_ratio": (None if short else 1.0) if t is None else t / t_stock,
+            "reached_stock_latency": t is not None, "trials_ratio": None if short else r["trials"] / stock["trials"]}
 
 
 def anytime_table(e: Experiment, results: str) -> None:

@@ -58,19 +58,28 @@ def ms(x: float | None) -> str:
     return "-" if x is None else f"{x:.4f}"
 
 
+def ratio_at_wall(r: dict) -> str:
+    """The equal-time ratio, or its bound '<= x (stopped at t s)' for a run stopped before stock's wall."""
+    if r.get("equal_time_latency_ratio") is None and r.get("equal_time_latency_ratio_upper_bound") is not None:
+        where = f" (stopped at {r['span_s']} s)" if r.get("span_s") is not None else ""
+        return f"**<= {r['equal_time_latency_ratio_upper_bound']}**{where}"
+    return f"**{r['equal_time_latency_ratio']}**"
+
+
 def anytime_table(block: dict) -> list[str]:
-    """Per seed at equal time: stock, the workbench at stock's wall time, PyTorch; then the medians."""
+    """Per seed at equal time: stock, the workbench at stock's wall time (or at its earlier stop), PyTorch; then
+    the medians."""
     heads = ["seed", "stock trials", "stock wall s", "stock final ms", f"{block['config']} trials by then",
-             "workbench ms at stock's wall", "x stock's final", "stock's time to its final s",
+             "workbench ms at stock's wall (or stop)", "x stock's final", "stock's time to its final s",
              "workbench time to stock's latency s", "x stock's time", "torch eager fp32 ms"]
     rows = [[s, r["stock_trials"], r["stock_wall_s"], ms(r["stock_final_ms"]), r["trials"], ms(r["latency_ms"]),
-             f"**{r['equal_time_latency_ratio']}**", r["stock_time_to_final_s"],
+             ratio_at_wall(r), r["stock_time_to_final_s"],
              "-" if r["time_to_stock_latency_s"] is None else r["time_to_stock_latency_s"],
              f"**{r['time_to_stock_latency_ratio']}**", ms(r["torch_eager_fp32_ms"])]
             for s, r in block["per_seed"].items()]
     m = block["medians"]
     rows.append(["median", "", m["stock_wall_s"], ms(m["stock_final_ms"]), "", ms(m["latency_ms"]),
-                 f"**{m['equal_time_latency_ratio']}**", "", "", f"**{m['time_to_stock_latency_ratio']}**",
+                 ratio_at_wall(m), "", "", f"**{m['time_to_stock_latency_ratio']}**",
                  ms(m["torch_eager_fp32_ms"])])
     return table(heads, rows)
 

@@ -133,3 +133,19 @@ def test_rank_test_of_per_trial_quality():
     assert rank_test([1.0, 2.0], [3.0, 4.0]) == {"u_workbench_below_stock": 0, "pairs": 4, "p_one_sided": 0.1667}
     assert rank_test([3.0, 4.0], [1.0, 2.0])["p_one_sided"] == 1.0
     assert rank_test([1.0, 2.0], [2.0, 3.0])["u_workbench_below_stock"] == 0.5
+
+
+def test_a_workbench_stopped_before_stocks_wall_gives_only_a_bound():
+    """--stop-s (short device time): the ratio at the stop bounds the equal-time one; it is not reported as it."""
+    at = _bench_module()
+    stock = _run(700.0, [(400.0, 3.0), (700.0, 2.5)])
+    early = _run(540.0, [(200.0, 2.3), (500.0, 1.3)], "a")
+    never = _run(540.0, [(500.0, 2.8)], "b")
+    entry = {"model": "m", "raw": {"0": {"stock": stock, "configs": {"a": early, "b": never}}}}
+    at.summarize(entry)
+    assert early["equal_time_latency_ratio"] is None and early["equal_time_latency_ratio_upper_bound"] == 0.52
+    assert early["time_to_stock_latency_ratio"] == pytest.approx(200 / 700, abs=1e-4)
+    assert never["time_to_stock_latency_ratio"] is None  # not reached in a run cut short: not counted as 1.0
+    assert entry["best_config"] == "a" and entry["equal_time_latency_ratio"] is None
+    assert entry["equal_time_latency_ratio_upper_bound"] == 0.52
+    assert any("seed 0 a: stopped at 540.0 s" in n and "<= 0.52" in n for n in entry["notes"])

@@ -91,6 +91,25 @@ def test_h200_anytime_keeps_the_keys_the_issue_names():
             assert key in entry, (entry.get("model"), key)
 
 
+def test_every_anytime_block_is_the_medians_of_h200_anytime():
+    """Each anytime folder's block (the report's own recomputation from the checkpoints) agrees with the medians
+    bench/anytime.py wrote, the bound of a run stopped before stock's wall included."""
+    summary = load_json(RESULTS)
+    folders = [d for d in sorted(os.listdir(RESULTS)) if os.path.exists(os.path.join(RESULTS, d, "experiment.json"))
+               and load_json(os.path.join(RESULTS, d), "experiment.json")["table"] == "anytime"]
+    assert len(folders) >= 2  # mlp and a many-task model
+    for folder in folders:
+        manifest = load_json(os.path.join(RESULTS, folder), "experiment.json")
+        entry = next(m for m in load_json(RESULTS, manifest["file"])["models"] if m["model"] == manifest["model"])
+        block = summary[folder]
+        assert block["config"] == entry["best_config"], folder
+        for key in ("equal_time_latency_ratio", "equal_time_latency_ratio_upper_bound", "time_to_stock_latency_ratio"):
+            if entry.get(key) is None:
+                assert block["medians"][key] is None, (folder, key)
+            else:
+                assert block["medians"][key] == pytest.approx(entry[key], rel=1e-3), (folder, key)
+
+
 def test_headline_is_the_equal_time_medians_of_h200_anytime():
     """The report recomputes the ratios from each seed's checkpoints; bench/anytime.py wrote its own medians."""
     summary = load_json(RESULTS)
