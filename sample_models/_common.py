@@ -17,11 +17,12 @@ DTYPE = "float32"
 SCALE = 0.1
 
 
-def check_variant(variant: str, shapes: Mapping[str, tuple[int, ...]]) -> tuple[int, ...]:
-    """The input shape of `variant`; ValueError for unknown variants."""
+def check_variant(variant: str, shapes: Mapping[str, tuple[int, ...]], batch: int | None = None) -> tuple[int, ...]:
+    """The input shape of `variant`, with its first dimension replaced by `batch` when given; ValueError for
+    unknown variants."""
     if variant not in shapes:
         raise ValueError(f"unknown variant {variant!r}; expected one of {', '.join(shapes)}")
-    return shapes[variant]
+    return shapes[variant] if batch is None else (batch, *shapes[variant][1:])
 
 
 class Net:

@@ -44,12 +44,12 @@ def _attention(net: Net, x: relax.Expr, batch: int, seq: int, d: int, heads: int
     return net.linear(ctx, d, d)
 
 
-def build(variant: str) -> tvm.IRModule:
+def build(variant: str, batch: int | None = None) -> tvm.IRModule:
     from tvm.relax import op
 
     from ._common import build_module, check_variant
 
-    shape = check_variant(variant, INPUT_SHAPES)
+    shape = check_variant(variant, INPUT_SHAPES, batch)
     batch, seq, d = shape
     cfg = _CONFIGS[variant]
 

@@ -14,10 +14,10 @@ INPUT_SHAPES = {"full": (128, 768), "small": (4, 32)}
 _SIZES = {"full": (768, 3072, 768), "small": (32, 64, 10)}  # d_in, d_hidden, d_out
 
 
-def build(variant: str) -> tvm.IRModule:
+def build(variant: str, batch: int | None = None) -> tvm.IRModule:
     from ._common import build_module, check_variant
 
-    shape = check_variant(variant, INPUT_SHAPES)
+    shape = check_variant(variant, INPUT_SHAPES, batch)
     d_in, d_hidden, d_out = _SIZES[variant]
 
     def forward(net: Net, x: relax.Var) -> relax.Var:

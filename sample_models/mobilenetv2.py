@@ -48,10 +48,10 @@ def _inverted_residual(
     return net.emit(relax.op.add(y, x)) if stride == 1 and c_in == c_out else y
 
 
-def build(variant: str) -> tvm.IRModule:
+def build(variant: str, batch: int | None = None) -> tvm.IRModule:
     from ._common import build_module, check_variant
 
-    shape = check_variant(variant, INPUT_SHAPES)
+    shape = check_variant(variant, INPUT_SHAPES, batch)
     cfg = _CONFIGS[variant]
 
     def forward(net: Net, x: relax.Var) -> relax.Var:

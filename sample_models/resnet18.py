@@ -39,12 +39,12 @@ def _basic_block(net: Net, x: relax.Expr, c_in: int, c_out: int, stride: int) ->
     return net.activation(net.emit(relax.op.add(y, shortcut)), "relu")
 
 
-def build(variant: str) -> tvm.IRModule:
+def build(variant: str, batch: int | None = None) -> tvm.IRModule:
     from tvm.relax.op import nn as rnn
 
     from ._common import build_module, check_variant
 
-    shape = check_variant(variant, INPUT_SHAPES)
+    shape = check_variant(variant, INPUT_SHAPES, batch)
     cfg = _CONFIGS[variant]
 
     def forward(net: Net, x: relax.Var) -> relax.Var:

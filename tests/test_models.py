@@ -94,11 +94,16 @@ def test_unknown_model_lists_the_samples() -> None:
         assert "mobilenetv2-small" in str(info.value) and ".onnx" in str(info.value)
 
 
-def test_sample_shape_is_fixed() -> None:
+def test_a_sample_model_takes_another_batch_only() -> None:
     check_model("mlp-small", (4, 32))
-    with pytest.raises(SpecError) as info:
-        load_model("mlp-small", (8, 32))
-    assert info.value.field == "input_shape"
+    bigger = load_model("mlp-small", (8, 32))
+    assert bigger.input_shape == (8, 32)
+    assert "x: R.Tensor((8, 32)" in bigger.mod["main"].script() and "R.Tensor((8, 10)" in bigger.mod["main"].script()
+    assert "x: R.Tensor((4, 32)" in load_model("mlp-small").mod["main"].script()
+    for wrong in ((4, 33), (4, 32, 1)):
+        with pytest.raises(SpecError) as info:
+            check_model("mlp-small", wrong)
+        assert info.value.field == "input_shape" and "N,32" in str(info.value)
     with pytest.raises(SpecError, match="positive integers"):
         check_model("mlp", (0, 768))
 

@@ -94,18 +94,21 @@ def _sample(name: str) -> tuple[str, str] | None:
 
 def _sample_shape(name: str, key: str, variant: str, input_shape: Shape | None) -> Shape:
     shape = tuple(sample_models.get(key).INPUT_SHAPES[variant])
-    if input_shape is not None and input_shape != shape:
+    if input_shape is None:
+        return shape
+    if len(input_shape) != len(shape) or tuple(input_shape[1:]) != shape[1:]:
         raise SpecError(
             "input_shape",
-            f"sample model {name!r} has the fixed input shape {fmt_shape(shape)}, "
-            f"got {fmt_shape(input_shape)} (leave the shape out, or use a -small variant)",
+            f"sample model {name!r} takes another batch only (its first dimension): N,{fmt_shape(shape[1:])} "
+            f"(its own is {fmt_shape(shape)}), got {fmt_shape(input_shape)}",
         )
-    return shape
+    return tuple(input_shape)
 
 
 def _load_sample(name: str, key: str, variant: str, input_shape: Shape | None) -> LoadedModel:
     shape = _sample_shape(name, key, variant, input_shape)
-    mod = sample_models.get(key).build(variant)
+    own = tuple(sample_models.get(key).INPUT_SHAPES[variant])
+    mod = sample_models.get(key).build(variant, None if shape == own else shape[0])
     return LoadedModel(name, mod, _main_input(mod, name).name, shape, "float32")
 
 

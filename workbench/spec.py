@@ -130,8 +130,9 @@ class TuneSpec:
     """Everything a tuning run needs; validated on construction."""
 
     model: str = _opt("mlp-small", "sample model name (see `workbench models`) or an .onnx path")
-    input_shape: tuple[int, ...] | None = _opt(None, "input shape for ONNX models with dynamic dimensions, "
-                                                     "e.g. 1,3,224,224")
+    input_shape: tuple[int, ...] | None = _opt(None, "input shape for ONNX models with dynamic dimensions "
+                                                     "(e.g. 1,3,224,224), or another batch of a sample model "
+                                                     "(its first dimension, e.g. 16,3,224,224 for resnet18)")
     target: str = _opt("auto", "auto (GPU if present, else CPU), cpu or cuda")
     slices: tuple[int, ...] = _opt((100,), "percentages to tune at, e.g. 25,50,100 (one tune per slice)")
     servers: int = _opt(1, "RPC servers per slice")
