@@ -29,6 +29,18 @@ def port_open(host: str, port: int) -> bool:
         return s.connect_ex((host, port)) == 0
 
 
+def listening(pid: int | None, port: int) -> bool:
+    """Whether process `pid` listens on `port`, seen without connecting: a TVM RPC server that accepts a connection
+    which sends nothing drops its tracker registration and registers again (`port_open` would unlist it)."""
+    import psutil
+
+    try:
+        return any(c.status == psutil.CONN_LISTEN and c.laddr.port == port
+                   for c in psutil.Process(pid).net_connections(kind="inet")) if pid else False
+    except psutil.Error:
+        return False
+
+
 def tracker_summary(host: str, port: int) -> dict:
     from tvm import rpc
 
@@ -93,7 +105,7 @@ class RPCServer(ManagedProcess):
             return {}
 
     def is_ready(self) -> bool:
-        return self.poll() is None and port_open(self.host, self.port) and bool(self.info)
+        return self.poll() is None and listening(self.pid, self.port) and bool(self.info)
 
 
 class ServerPool:
