@@ -6,11 +6,13 @@ Readiness is polled against a deadline through the tracker; every process is in 
 from __future__ import annotations
 
 import json
+import os
 import socket
 import time
 from dataclasses import dataclass
 
-from .procs import ManagedProcess, ProcessError, python_argv
+from .event_types import ServerLost, ServerReady
+from .procs import ManagedProcess, ProcessError, python_argv, tail
 from .store import RunDir
 from .slices import SliceBinding
 
@@ -83,7 +85,7 @@ class RPCServer(ManagedProcess):
     role = "server"
 
     def __init__(self, spec: ServerSpec, host: str, tracker: tuple[str, int], log_path: str,
-                 env: dict[str, str], device: str, sessions: str = "persistent") -> None:
+                 env: dict[str, str], device: str, sessions: str = "persistent", tied: bool = False) -> None:
         self.spec = spec
         self.host = host
         self.port = free_port(host)
@@ -93,7 +95,7 @@ class RPCServer(ManagedProcess):
                            "--key", spec.key, "--device", device, "--sessions", sessions,
                            "--info-file", self.info_file)
         super().__init__(f"server-{spec.index}", argv, {**env, **spec.binding.env}, log_path,
-                         cpu_affinity=spec.binding.cores or None)
+                         cpu_affinity=spec.binding.cores or None, tied=tied)
 
     @property
     def info(self) -> dict:
@@ -107,12 +109,28 @@ class RPCServer(ManagedProcess):
     def is_ready(self) -> bool:
         return self.poll() is None and listening(self.pid, self.port) and bool(self.info)
 
+    def ready_event(self, tuned_at: int) -> ServerReady:
+        """What this ready server got: its slice's binding, and what its session process saw (SMs, cores)."""
+        info = self.info
+        cores = sorted(os.sched_getaffinity(self.pid)) if self.pid and self.poll() is None else []
+        return ServerReady(server=self.spec.index, tuned_at=tuned_at, port=self.port, gpu=self.spec.gpu,
+                           pid=self.pid, **self.spec.binding.to_dict(), sm_count=info.get("sm_count"),
+                           device_name=info.get("device_name"), mps_percentage=info.get("mps_percentage"),
+                           sessions=info.get("sessions"), affinity=cores, host=self.host)
+
+    def lost_event(self, tuned_at: int, servers_left: int) -> ServerLost:
+        """This server died: its exit code and last log lines."""
+        return ServerLost(server=self.name, tuned_at=tuned_at, exit_code=self.poll(), servers_left=servers_left,
+                          log_tail=tail(self.log_path, 10), log=self.log_path)
+
 
 class ServerPool:
     """A tracker (local, or the user's) plus the local servers registered with it under one key."""
 
     def __init__(self, run_dir: str, host: str, env: dict[str, str], key: str, device: str = "cpu",
-                 external: tuple[str, int, str] | None = None, sessions: str = "persistent") -> None:
+                 external: tuple[str, int, str] | None = None, sessions: str = "persistent",
+                 tied: bool = False) -> None:
+        """`tied`: its servers die with this process, even when it is killed (`ManagedProcess`)."""
         self.run_dir = run_dir
         self.host = host
         self.env = env
@@ -120,6 +138,7 @@ class ServerPool:
         self.external = external
         self.device = device
         self.sessions = sessions
+        self.tied = tied
         self.tracker: Tracker | None = None
         self.servers: list[RPCServer] = []
 
@@ -149,7 +168,7 @@ class ServerPool:
         for spec in specs:
             server = RPCServer(spec, self.host, (host, port),
                                RunDir(self.run_dir).log(f"server-{spec.key}-{spec.index}"),
-                               self.env, self.device, self.sessions)
+                               self.env, self.device, self.sessions, self.tied)
             server.start()
             self.servers.append(server)
             started.append(server)
