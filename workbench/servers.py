@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import struct
 import time
 from dataclasses import dataclass
 
@@ -47,6 +48,22 @@ def tracker_summary(host: str, port: int) -> dict:
     from tvm import rpc
 
     return rpc.connect_tracker(host, port).summary()
+
+
+def probe_tracker(host: str, port: int, timeout: float = 5.0) -> dict:
+    """The tracker's summary within `timeout`, else OSError or RuntimeError. TVM's own client retries a refused
+    connection for 60 s and waits without end on a port where something else listens."""
+    from tvm.rpc import base
+
+    with socket.create_connection((host, port), timeout=timeout) as sock:
+        sock.sendall(struct.pack("<i", base.RPC_TRACKER_MAGIC))
+        if struct.unpack("<i", base.recvall(sock, 4))[0] != base.RPC_TRACKER_MAGIC:
+            raise RuntimeError("it answered, but not as a TVM RPC tracker")
+        base.sendjson(sock, [base.TrackerCode.SUMMARY])
+        code, summary = base.recvjson(sock)
+    if code != base.TrackerCode.SUCCESS:
+        raise RuntimeError(f"its summary failed ({summary!r})")
+    return summary
 
 
 def count_servers(summary: dict, key: str) -> int:
@@ -139,6 +156,7 @@ class ServerPool:
         self.device = device
         self.sessions = sessions
         self.tied = tied
+        self.registered_before = 0  # servers an external tracker listed under the key before ours started
         self.tracker: Tracker | None = None
         self.servers: list[RPCServer] = []
 
@@ -153,7 +171,7 @@ class ServerPool:
         if self.external:
             host, port = self.tracker_addr
             try:
-                tracker_summary(host, port)
+                self.registered_before = count_servers(tracker_summary(host, port), self.key)
             except Exception as err:  # noqa: BLE001
                 raise ProcessError(f"tracker {host}:{port} does not answer ({err}); check it with "
                                    f"`python -m tvm.exec.query_rpc_tracker --host {host} --port {port}`") from None
@@ -180,7 +198,7 @@ class ServerPool:
             self.tracker.wait_ready(timeout)
         host, port = self.tracker_addr
         deadline = time.monotonic() + timeout
-        want = len(started)
+        want = self.registered_before + len(started)
         while True:
             for server in started:
                 if server.poll() is not None:
@@ -194,8 +212,9 @@ class ServerPool:
                     server.wait_ready(timeout=max(1.0, deadline - time.monotonic()))
                 return
             if time.monotonic() > deadline:
-                raise ProcessError(f"only {max(have, 0)} of {len(started)} RPC servers registered with the "
-                                   f"tracker {host}:{port} within {timeout:.0f} s; see {self.run_dir}/logs")
+                raise ProcessError(f"only {max(have - self.registered_before, 0)} of {len(started)} RPC servers "
+                                   f"registered with the tracker {host}:{port} within {timeout:.0f} s; see "
+                                   f"{self.run_dir}/logs")
             time.sleep(0.3)
 
     def stop_servers(self) -> None:
