@@ -13,7 +13,7 @@ from .event_types import (FAILURES, Event, IntrinsicsLoaded, Launched, ShardPlan
 from .events import describe, parse
 from .noise import busy_warning, fmt_timing, is_busy
 from .procs import ProcessError
-from .spec import SpecError, TuneSpec, cli_options
+from .spec import LOOPBACK, SpecError, TuneSpec, cli_options, exposure_warning
 from .task_table import SORTS
 from .units import fmt_us
 
@@ -63,8 +63,7 @@ def start_tune(args: argparse.Namespace, home: str | None) -> Run:
 
     spec = TuneSpec(**{name: getattr(args, name) for name, *_ in cli_options() if getattr(args, name) is not None})
     if spec.exposed:
-        print(f"WARNING: servers will listen on {spec.host}: anyone who can reach that address can run code "
-              "on them", file=sys.stderr)
+        print(exposure_warning(spec.host), file=sys.stderr)
     for note in _slice_notes(spec):  # said before anything starts
         print(f"note: {note}", flush=True)
     return tune(spec, home=home, runner=args.runner, builder=args.builder, sessions=args.sessions,
@@ -111,7 +110,25 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("finish", help="end tuning now and compile, verify and time the best model so far")
     p.add_argument("run")
     sub.add_parser("hardware", help="what this host offers")
+    add_serve_parser(sub)
     return parser
+
+
+def add_serve_parser(sub) -> None:
+    p = sub.add_parser("serve", help="serve this host's slices as RPC servers for a tracker (Ctrl-C stops them)",
+                       description="One RPC server per slice, registered with the tracker under the key, in the "
+                                   "foreground until Ctrl-C or SIGTERM; a run elsewhere uses them with "
+                                   "`workbench tune --tracker HOST:PORT:KEY`.")
+    p.add_argument("--tracker", required=True, help="the RPC tracker to register with, HOST:PORT (required)")
+    p.add_argument("--slices", required=True, help="one server per percentage, e.g. 25,25,50: of the GPU's SMs "
+                                                   "(MPS), on a host without GPU of its cores (required)")
+    p.add_argument("--key", default=None, help="key the servers register under (default: one naming this host's "
+                                               "device, e.g. nvidia-h200; printed)")
+    p.add_argument("--host", default=LOOPBACK, help="address the servers listen on; another only on a network you "
+                                                    f"trust: anyone who reaches a server can run code on it "
+                                                    f"(default: {LOOPBACK})")
+    p.add_argument("--gpu", type=_int, default=None, help="GPU index, as CUDA_VISIBLE_DEVICES shows them "
+                                                          "(default: 0 on a host with a GPU)")
 
 
 QUIET = (Launched, ShardPlanned, Telemetry, SweepStarted, SweepFinished, Unknown)  # events the CLI does not print
@@ -250,6 +267,12 @@ def dispatch(args: argparse.Namespace) -> int:
         hw = detect()
         print(hw.describe(hw.default_target))
         return 0
+    if args.command == "serve":
+        from .serve import serve
+        from .spec import ServeSpec
+
+        return serve(ServeSpec(tracker=args.tracker, slices=args.slices, key=args.key, host=args.host, gpu=args.gpu),
+                     home)
     from .run import list_runs, open_run  # pandas: only for the commands that read runs
 
     if args.command == "runs":

@@ -168,7 +168,8 @@ def describe(e: Event) -> str:
         case Error():
             return f"ERROR in {e.where}: {e.message}"
         case ServerReady():
-            got = f"{e.sm_count} SMs" if e.sm_count else f"cores {e.affinity}" if e.affinity else ""
+            got = (f"{e.sm_count} SMs" + (f" of {e.device_name}" if e.device_name else "") if e.sm_count
+                   else f"cores {e.affinity}" if e.affinity else "")
             applied = "" if e.slice_applied else f" NOT SLICED ({e.reason})"
             return f"{at}server {e.server} ready on {e.host or ''}:{'' if e.port is None else e.port} {got}{applied}"
         case ShardPlanned():

@@ -11,7 +11,9 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
 class Status(enum.Enum):
@@ -41,6 +43,28 @@ def tail(path: str, lines: int = 15) -> str:
 
 def python_argv(module: str, *args: str) -> list[str]:
     return [sys.executable, "-m", module, *args]
+
+
+def child_env() -> dict[str, str]:
+    """The environment children start from: this process's, unbuffered, without its own MPS settings (they must
+    not leak into children unasked; a slice adds its own)."""
+    env = dict(os.environ)
+    for k in ("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY"):
+        env.pop(k, None)
+    env["PYTHONUNBUFFERED"] = "1"
+    env.setdefault("TVM_LOG_DEBUG", "0")
+    return env
+
+
+def die_with_parent(parent_pid: int | None) -> None:
+    """Linux: be killed when the process that started us dies (even by SIGKILL), so that it leaves no child."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+    if parent_pid and os.getppid() != parent_pid:  # it died before prctl took effect
+        os._exit(1)
 
 
 def kill_group(pid: int, sig: int) -> bool:
@@ -93,13 +117,16 @@ class ManagedProcess:
     """A child process in its own session with a log file, a readiness check and a safe stop()."""
 
     def __init__(self, name: str, argv: Sequence[str], env: dict[str, str], log_path: str,
-                 cwd: str | None = None, cpu_affinity: Sequence[int] | None = None) -> None:
+                 cwd: str | None = None, cpu_affinity: Sequence[int] | None = None,
+                 tied: bool = False) -> None:
+        """`tied`: the child is killed when this process dies, even by SIGKILL (Linux; `die_with_parent`)."""
         self.name = name
         self.argv = list(argv)
         self.env = dict(env)
         self.log_path = log_path
         self.cwd = cwd
         self.cpu_affinity = list(cpu_affinity) if cpu_affinity else None
+        self.tied = tied
         self.status = Status.created
         self.proc: subprocess.Popen | None = None
 
@@ -110,15 +137,19 @@ class ManagedProcess:
     def start(self) -> None:
         os.makedirs(os.path.dirname(self.log_path), exist_ok=True)
         self.status = Status.starting
-        affinity = self.cpu_affinity
-        preexec: Callable[[], None] | None = None
-        if affinity:
-            def preexec() -> None:  # runs in the child before exec; children inherit it
+        affinity, parent = self.cpu_affinity, os.getpid() if self.tied else None
+
+        def preexec() -> None:  # runs in the child before exec; its children inherit the affinity
+            if affinity:
                 os.sched_setaffinity(0, affinity)
+            if parent:
+                die_with_parent(parent)
+
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
                 self.argv, env=self.env, cwd=self.cwd, stdin=subprocess.DEVNULL, stdout=log,
-                stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=preexec)
+                stderr=subprocess.STDOUT, start_new_session=True,
+                preexec_fn=preexec if affinity or parent else None)
 
     def poll(self) -> int | None:
         """Exit code, or None while running."""

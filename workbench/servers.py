@@ -6,11 +6,14 @@ Readiness is polled against a deadline through the tracker; every process is in 
 from __future__ import annotations
 
 import json
+import os
 import socket
+import struct
 import time
 from dataclasses import dataclass
 
-from .procs import ManagedProcess, ProcessError, python_argv
+from .event_types import ServerLost, ServerReady
+from .procs import ManagedProcess, ProcessError, python_argv, tail
 from .store import RunDir
 from .slices import SliceBinding
 
@@ -29,10 +32,38 @@ def port_open(host: str, port: int) -> bool:
         return s.connect_ex((host, port)) == 0
 
 
+def listening(pid: int | None, port: int) -> bool:
+    """Whether process `pid` listens on `port`, seen without connecting: a TVM RPC server that accepts a connection
+    which sends nothing drops its tracker registration and registers again (`port_open` would unlist it)."""
+    import psutil
+
+    try:
+        return any(c.status == psutil.CONN_LISTEN and c.laddr.port == port
+                   for c in psutil.Process(pid).net_connections(kind="inet")) if pid else False
+    except psutil.Error:
+        return False
+
+
 def tracker_summary(host: str, port: int) -> dict:
     from tvm import rpc
 
     return rpc.connect_tracker(host, port).summary()
+
+
+def probe_tracker(host: str, port: int, timeout: float = 5.0) -> dict:
+    """The tracker's summary within `timeout`, else OSError or RuntimeError. TVM's own client retries a refused
+    connection for 60 s and waits without end on a port where something else listens."""
+    from tvm.rpc import base
+
+    with socket.create_connection((host, port), timeout=timeout) as sock:
+        sock.sendall(struct.pack("<i", base.RPC_TRACKER_MAGIC))
+        if struct.unpack("<i", base.recvall(sock, 4))[0] != base.RPC_TRACKER_MAGIC:
+            raise RuntimeError("it answered, but not as a TVM RPC tracker")
+        base.sendjson(sock, [base.TrackerCode.SUMMARY])
+        code, summary = base.recvjson(sock)
+    if code != base.TrackerCode.SUCCESS:
+        raise RuntimeError(f"its summary failed ({summary!r})")
+    return summary
 
 
 def count_servers(summary: dict, key: str) -> int:
@@ -71,7 +102,7 @@ class RPCServer(ManagedProcess):
     role = "server"
 
     def __init__(self, spec: ServerSpec, host: str, tracker: tuple[str, int], log_path: str,
-                 env: dict[str, str], device: str, sessions: str = "persistent") -> None:
+                 env: dict[str, str], device: str, sessions: str = "persistent", tied: bool = False) -> None:
         self.spec = spec
         self.host = host
         self.port = free_port(host)
@@ -81,7 +112,7 @@ class RPCServer(ManagedProcess):
                            "--key", spec.key, "--device", device, "--sessions", sessions,
                            "--info-file", self.info_file)
         super().__init__(f"server-{spec.index}", argv, {**env, **spec.binding.env}, log_path,
-                         cpu_affinity=spec.binding.cores or None)
+                         cpu_affinity=spec.binding.cores or None, tied=tied)
 
     @property
     def info(self) -> dict:
@@ -93,14 +124,30 @@ class RPCServer(ManagedProcess):
             return {}
 
     def is_ready(self) -> bool:
-        return self.poll() is None and port_open(self.host, self.port) and bool(self.info)
+        return self.poll() is None and listening(self.pid, self.port) and bool(self.info)
+
+    def ready_event(self, tuned_at: int) -> ServerReady:
+        """What this ready server got: its slice's binding, and what its session process saw (SMs, cores)."""
+        info = self.info
+        cores = sorted(os.sched_getaffinity(self.pid)) if self.pid and self.poll() is None else []
+        return ServerReady(server=self.spec.index, tuned_at=tuned_at, port=self.port, gpu=self.spec.gpu,
+                           pid=self.pid, **self.spec.binding.to_dict(), sm_count=info.get("sm_count"),
+                           device_name=info.get("device_name"), mps_percentage=info.get("mps_percentage"),
+                           sessions=info.get("sessions"), affinity=cores, host=self.host)
+
+    def lost_event(self, tuned_at: int, servers_left: int) -> ServerLost:
+        """This server died: its exit code and last log lines."""
+        return ServerLost(server=self.name, tuned_at=tuned_at, exit_code=self.poll(), servers_left=servers_left,
+                          log_tail=tail(self.log_path, 10), log=self.log_path)
 
 
 class ServerPool:
     """A tracker (local, or the user's) plus the local servers registered with it under one key."""
 
     def __init__(self, run_dir: str, host: str, env: dict[str, str], key: str, device: str = "cpu",
-                 external: tuple[str, int, str] | None = None, sessions: str = "persistent") -> None:
+                 external: tuple[str, int, str] | None = None, sessions: str = "persistent",
+                 tied: bool = False) -> None:
+        """`tied`: its servers die with this process, even when it is killed (`ManagedProcess`)."""
         self.run_dir = run_dir
         self.host = host
         self.env = env
@@ -108,6 +155,8 @@ class ServerPool:
         self.external = external
         self.device = device
         self.sessions = sessions
+        self.tied = tied
+        self.registered_before = 0  # servers an external tracker listed under the key before ours started
         self.tracker: Tracker | None = None
         self.servers: list[RPCServer] = []
 
@@ -122,7 +171,7 @@ class ServerPool:
         if self.external:
             host, port = self.tracker_addr
             try:
-                tracker_summary(host, port)
+                self.registered_before = count_servers(tracker_summary(host, port), self.key)
             except Exception as err:  # noqa: BLE001
                 raise ProcessError(f"tracker {host}:{port} does not answer ({err}); check it with "
                                    f"`python -m tvm.exec.query_rpc_tracker --host {host} --port {port}`") from None
@@ -137,7 +186,7 @@ class ServerPool:
         for spec in specs:
             server = RPCServer(spec, self.host, (host, port),
                                RunDir(self.run_dir).log(f"server-{spec.key}-{spec.index}"),
-                               self.env, self.device, self.sessions)
+                               self.env, self.device, self.sessions, self.tied)
             server.start()
             self.servers.append(server)
             started.append(server)
@@ -149,7 +198,7 @@ class ServerPool:
             self.tracker.wait_ready(timeout)
         host, port = self.tracker_addr
         deadline = time.monotonic() + timeout
-        want = len(started)
+        want = self.registered_before + len(started)
         while True:
             for server in started:
                 if server.poll() is not None:
@@ -163,8 +212,9 @@ class ServerPool:
                     server.wait_ready(timeout=max(1.0, deadline - time.monotonic()))
                 return
             if time.monotonic() > deadline:
-                raise ProcessError(f"only {max(have, 0)} of {len(started)} RPC servers registered with the "
-                                   f"tracker {host}:{port} within {timeout:.0f} s; see {self.run_dir}/logs")
+                raise ProcessError(f"only {max(have - self.registered_before, 0)} of {len(started)} RPC servers "
+                                   f"registered with the tracker {host}:{port} within {timeout:.0f} s; see "
+                                   f"{self.run_dir}/logs")
             time.sleep(0.3)
 
     def stop_servers(self) -> None:

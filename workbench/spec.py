@@ -9,6 +9,7 @@ import dataclasses
 import ipaddress
 import json
 import os
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +22,7 @@ MAX_TRIALS = 100_000
 DEFAULT_TRIALS = 32  # per tuning slice, when neither trials nor trials_per_task is given
 DEFAULT_SWEEP = (10, 20, 30, 50, 70, 100)
 LOOPBACK = "127.0.0.1"
+KEY_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"  # an RPC key: no ":" (HOST:PORT:KEY)
 
 
 class SpecError(ValueError):
@@ -63,6 +65,19 @@ def _check_int(name: str, value: Any, lo: int, hi: int) -> int:
     return value
 
 
+def check_host(name: str, value: Any) -> str:
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        raise SpecError(name, f"must be an IP address to bind servers to (default {LOOPBACK}), got {value!r}") from None
+    return value
+
+
+def exposure_warning(host: str) -> str:
+    """What the CLI and `%tune` print before servers listen on a non-loopback `host`."""
+    return f"WARNING: servers will listen on {host}: anyone who can reach that address can run code on them"
+
+
 def _check_choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
     if value not in choices:
         raise SpecError(name, f"must be one of {', '.join(choices)}, got {value!r}")
@@ -78,6 +93,49 @@ def parse_tracker(text: str) -> tuple[str, int, str]:
     if not 1 <= port <= 65535:
         raise SpecError("tracker", f"port must be from 1 to 65535, got {port}")
     return parts[0], port, parts[2]
+
+
+def parse_host_port(text: str, field_name: str) -> tuple[str, int]:
+    """'10.0.0.5:9190' -> ('10.0.0.5', 9190)."""
+    parts = text.split(":") if isinstance(text, str) else []
+    if len(parts) != 2 or not parts[0].strip() or not parts[1].isdigit() or not 1 <= int(parts[1]) <= 65535:
+        raise SpecError(field_name, f"expected HOST:PORT with a port from 1 to 65535 (e.g. 10.0.0.5:9190), got {text!r}")
+    return parts[0].strip(), int(parts[1])
+
+
+@dataclass(frozen=True)
+class ServeSpec:
+    """What `workbench serve` is asked for: one RPC server per slice of this host's device, registered with
+    `tracker` (HOST:PORT) under `key` (None: a key naming the device). Slices may repeat (25,25,50)."""
+
+    tracker: str
+    slices: tuple[int, ...]
+    key: str | None = None
+    host: str = LOOPBACK
+    gpu: int | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.slices, (str, list)):
+            object.__setattr__(self, "slices", parse_slices(self.slices, "slices", unique=False))
+        parse_host_port(self.tracker, "tracker")
+        parse_slices(self.slices, "slices", unique=False)
+        if len(self.slices) > MAX_SERVERS:
+            raise SpecError("slices", f"at most {MAX_SERVERS} servers (one per slice), got {len(self.slices)}")
+        if self.key is not None and not (isinstance(self.key, str) and re.fullmatch(KEY_PATTERN, self.key)):
+            raise SpecError("key", f"letters, digits, '.', '_' and '-' only, at most 64 (it ends HOST:PORT:KEY of "
+                                   f"`tune --tracker`), got {self.key!r}")
+        check_host("host", self.host)
+        if self.gpu is not None:
+            _check_int("gpu", self.gpu, 0, 1023)
+
+    @property
+    def tracker_addr(self) -> tuple[str, int]:
+        return parse_host_port(self.tracker, "tracker")
+
+    @property
+    def exposed(self) -> bool:
+        """True when the servers listen on a non-loopback address (anyone on that network can run code)."""
+        return not ipaddress.ip_address(self.host).is_loopback
 
 
 def _int_list(value: Any, field_name: str, lo: int, hi: int, message: str) -> tuple[int, ...]:
@@ -96,8 +154,8 @@ def _int_list(value: Any, field_name: str, lo: int, hi: int, message: str) -> tu
     return tuple(out)
 
 
-def parse_slices(text: str | tuple | list, field_name: str = "slices") -> tuple[int, ...]:
-    """'25,50,100' or [25, 50] -> (25, 50, 100): whole percentages from 1 to 100, each once.
+def parse_slices(text: str | tuple | list, field_name: str = "slices", unique: bool = True) -> tuple[int, ...]:
+    """'25,50,100' or [25, 50] -> (25, 50, 100): whole percentages from 1 to 100, each once (`unique`).
 
     Text may have spaces, '%' signs and one trailing comma ('50,' is (50,), as typed in a form field).
     The SpecError's message names the offending item, e.g. "150 is not a percentage from 1 to 100".
@@ -115,7 +173,7 @@ def parse_slices(text: str | tuple | list, field_name: str = "slices") -> tuple[
             shown = "an empty entry" if item == "" else str(item) if isinstance(item, (str, int)) else repr(item)
             raise SpecError(field_name, f"{shown} is not a percentage from 1 to 100")
         out.append(value)
-    if len(set(out)) != len(out):
+    if unique and len(set(out)) != len(out):
         raise SpecError(field_name, f"each percentage may appear once, got {','.join(map(str, out))}")
     return tuple(out)
 
@@ -186,10 +244,7 @@ class TuneSpec:
             _check_int("seed", self.seed, 0, 2**31 - 1)
         if self.tracker is not None:
             parse_tracker(self.tracker)
-        try:
-            ipaddress.ip_address(self.host)
-        except ValueError:
-            raise SpecError("host", f"must be an IP address to bind servers to (default {LOOPBACK}), got {self.host!r}") from None
+        check_host("host", self.host)
         if self.pinned_mem_mb is not None:
             Slice(100, self.pinned_mem_mb)
         if self.builder_workers is not None:

@@ -127,6 +127,15 @@ def new_run_dir(spec: TuneSpec, home: str | None = None) -> tuple[str, str]:
     return run_id, path
 
 
+def new_serve_dir(home: str | None = None) -> str:
+    """<home>/serve/<time>-<pid>/ with logs/: the logs, events and MPS folder of one `workbench serve`."""
+    root = os.path.join(home or workbench_home(), "serve")
+    ensure_writable(root)
+    path = os.path.join(root, f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
+    os.makedirs(os.path.join(path, "logs"), mode=0o700)
+    return path
+
+
 def write_atomic(path: str, write: Callable[[str], object]) -> str:
     """`write(tmp)` a temporary path beside `path` (with its extension), then move it into place at once: a
     reader never sees half a file, and a write that fails leaves nothing behind."""

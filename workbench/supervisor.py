@@ -17,13 +17,13 @@ import time
 import traceback
 
 from . import diskspace, store
-from .event_types import (Error, HardwareFound, MpsStatus, Phase, RunFinished, RunStarted, ServerLost,
+from .event_types import (Error, HardwareFound, MpsStatus, Phase, RunFinished, RunStarted,
                           ServerReady, ShardFailed, ShardFinished, ShardPlanned, StageSkipped)
 from .events import EventWriter
 from .hardware import GpuInfo, TargetSpec, detect
 from .mps import MpsDaemon, start_daemons
 from .options import EngineOptions
-from .procs import ManagedProcess, ProcessError, python_argv, tail
+from .procs import ManagedProcess, ProcessError, child_env, python_argv, tail
 from .servers import RPCServer, ServerPool, ServerSpec
 from .shards import Shard
 from .slices import SliceHost
@@ -58,16 +58,7 @@ class Supervisor:
         self.clients: dict[str, ManagedProcess] = {}  # by wanted name; a client stays here after it exits
         self.started: set[str] = set()  # every wanted name started once: nothing is started twice
         self.failed_shards: list[str] = []
-        self.env = self._base_env()
-
-    def _base_env(self) -> dict[str, str]:
-        env = dict(os.environ)
-        # The supervisor's own MPS settings (if any) must not leak into children unasked.
-        for k in ("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY"):
-            env.pop(k, None)
-        env["PYTHONUNBUFFERED"] = "1"
-        env.setdefault("TVM_LOG_DEBUG", "0")
-        return env
+        self.env = child_env()
 
     # -- process bookkeeping -------------------------------------------------------------------
     def _record_procs(self) -> None:
@@ -256,13 +247,7 @@ class Supervisor:
         self.pool.wait_servers(started)
         self._record_procs()
         for server in started:
-            info = server.info
-            cores = sorted(os.sched_getaffinity(server.pid)) if server.poll() is None else []
-            self.events.emit(ServerReady(server=server.spec.index, tuned_at=tuned_at, port=server.port,
-                                         gpu=server.spec.gpu, pid=server.pid, **server.spec.binding.to_dict(),
-                                         sm_count=info.get("sm_count"), device_name=info.get("device_name"),
-                                         mps_percentage=info.get("mps_percentage"), sessions=info.get("sessions"),
-                                         affinity=cores, host=self.spec.host))
+            self.events.emit(server.ready_event(tuned_at))
 
     def _wait_clients(self, tuned_at: int, want: StagePlan) -> None:
         shard_of = {w.name: w.shard.index for w in want.clients}
@@ -303,9 +288,7 @@ class Supervisor:
         for server in self.pool.servers if self.pool else []:
             if server.name in health["servers_dead"] and server.name not in reported:
                 reported.add(server.name)
-                self.events.emit(ServerLost(server=server.name, tuned_at=tuned_at, exit_code=server.poll(),
-                                            servers_left=health["servers_wanted"] - len(health["servers_dead"]),
-                                            log_tail=tail(server.log_path, 10), log=server.log_path))
+                self.events.emit(server.lost_event(tuned_at, health["servers_wanted"] - len(health["servers_dead"])))
 
     def _finish_stage(self, tuned_at: int, shards: list[Shard]) -> None:
         from .finisher import finish_stage, repair_databases
