@@ -13,6 +13,7 @@ import pytest
 
 import workbench as wb
 from workbench import store
+from workbench.recommend import tuned_vs_untuned
 from workbench.procs import group_alive
 
 SPEC = dict(model="mlp-small", shards=2, servers=2, slices=(50,), trials=8, trials_per_batch=4,
@@ -104,6 +105,21 @@ def test_results_and_sweep(finished_run):
     sweep = finished_run.sweep
     assert sorted(sweep.inferred_at) == [50, 100] and (sweep.latency_ms_median > 0).all()
     assert list(finished_run.slice_matrix().columns) == [50, 100]
+    assert "untuned" not in set(sweep.columns) | {str(t) for t in sweep.tuned_at}  # tuned rows only, as before
+
+
+def test_sweep_times_the_untuned_build_apart_from_the_tuned_rows(finished_run):
+    """sweep_untuned.csv: the untuned build at each swept slice, timed in the same worker as the tuned models;
+    its own-slice row sits beside the finisher's timing of the same build, and the comparison reads both tables."""
+    untuned = finished_run.sweep_untuned()
+    assert sorted(untuned.inferred_at) == [50, 100] and (untuned.latency_ms_median > 0).all()
+    assert list(untuned.columns) == list(store.UNTUNED_COLUMNS)
+    assert (pd.read_csv(finished_run.folder.file(store.SWEEP_FILE)).tuned_at == 50).all()
+    table = tuned_vs_untuned(finished_run.sweep, untuned)
+    assert list(table.tuned_at) == [50]
+    row = table.iloc[0]
+    assert row.untuned_ms == untuned.set_index("inferred_at").latency_ms_median[50]
+    assert row.verdict in ("faster", "slower", "within noise") and row.speedup == row.untuned_ms / row.tuned_ms
 
 
 def test_nothing_left_running_or_listening(finished_run):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from fake_engine import SWEEP
-from workbench.recommend import recommend_tuning_slice, stands_for
+from workbench.recommend import recommend_tuning_slice, stands_for, tuned_vs_untuned
 
 
 def _sweep(lat: list[float], iqr: list[float], busy: list[float] | None = None) -> pd.DataFrame:
@@ -54,3 +54,21 @@ def test_merged_slices_say_what_they_stand_for() -> None:
     from_csv = sweep.assign(stands_for=["[10, 20, 30, 50, 70]", "[100]"])  # as sweep.csv holds it
     assert stands_for(from_csv, 2) == stands_for(sweep, 2)
     assert stands_for(SWEEP) == []
+
+
+def test_tuned_against_untuned_at_its_own_slice() -> None:
+    """Each tuned model is compared with the untuned build at the slice it was tuned at (a CPU's merged point
+    standing for it counts); 'wins' needs both beyond the noise and the 1.3x of issue 19."""
+    sweep = pd.DataFrame({"tuned_at": [25, 25, 50, 100, 100], "inferred_at": [25, 100, 100, 25, 100],
+                          "latency_ms_median": [1.0, 0.5, 0.45, 2.0, 0.40],
+                          "latency_ms_iqr": [0.01, 0.01, 0.01, 0.01, 0.1],
+                          "stands_for": ["[25]", "[100]", "[50, 100]", "[25]", "[100]"]})
+    untuned = pd.DataFrame({"inferred_at": [25, 100], "latency_ms_median": [1.5, 0.48], "latency_ms_iqr": [0.01, 0.01],
+                            "stands_for": ["[25]", "[50, 100]"]})
+    table = tuned_vs_untuned(sweep, untuned).set_index("tuned_at")
+    assert list(table.index) == [25, 50, 100]
+    assert table.loc[25, "verdict"] == "faster" and table.loc[25, "wins"]  # 1.5x, beyond the IQR
+    assert table.loc[50, "verdict"] == "faster" and not table.loc[50, "wins"]  # 0.48 / 0.45: under 1.3x
+    assert table.loc[100, "verdict"] == "within noise" and not table.loc[100, "wins"]  # 0.08 apart, IQR 0.1
+    assert abs(table.loc[25, "speedup"] - 1.5) < 1e-12
+    assert tuned_vs_untuned(sweep, untuned.iloc[0:0]).empty

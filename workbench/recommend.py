@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from .noise import BUSY_CORES, is_busy, within_noise
+from .noise import BUSY_CORES, is_busy, verdict, within_noise
 
 SWEEP_COLUMNS = ("tuned_at", "inferred_at", "latency_ms_median")
 
@@ -128,6 +128,39 @@ def recommend_tuning_slice(sweep: pd.DataFrame) -> Recommendation | None:
     return Recommendation(int(best), float(worst[best]), worst_at, ratio, worst, sentence, choice, busy_at)
 
 
+TUNING_WINS = 1.3  # issue 19: a tuned model counts as tuned when at least this much faster than untuned
+
+
+def tuned_vs_untuned(sweep: pd.DataFrame, untuned: pd.DataFrame, wins: float = TUNING_WINS) -> pd.DataFrame:
+    """Per tuning slice, its model against the untuned build at that same slice (`Run.sweep_untuned`): tuned_ms,
+    untuned_ms (median), speedup (untuned / tuned), `verdict` ('faster', 'slower', 'within noise' by the IQRs) and
+    `wins`: faster beyond the noise and at least `wins` times as fast. Tuning slices the untuned sweep lacks are left
+    out."""
+    cols = ["tuned_at", "tuned_ms", "tuned_iqr_ms", "untuned_ms", "untuned_iqr_ms", "speedup", "verdict", "wins"]
+    if not len(sweep) or not len(untuned):
+        return pd.DataFrame(columns=cols)
+    rows = []
+    for t_at in sorted({int(t) for t in sweep.tuned_at}):
+        own, base = _at(sweep[sweep.tuned_at == t_at], t_at), _at(untuned, t_at)
+        if own is None or base is None:
+            continue
+        t, t_iqr = float(own["latency_ms_median"]), float(own["latency_ms_iqr"])
+        u, u_iqr = float(base["latency_ms_median"]), float(base["latency_ms_iqr"])
+        said = verdict(t, t_iqr, u, u_iqr)
+        rows.append({"tuned_at": t_at, "tuned_ms": t, "tuned_iqr_ms": t_iqr, "untuned_ms": u, "untuned_iqr_ms": u_iqr,
+                     "speedup": u / t, "verdict": said, "wins": bool(said == "faster" and u / t >= wins)})
+    return pd.DataFrame(rows, columns=cols)
+
+
+def _at(points: pd.DataFrame, percent: int) -> dict | None:
+    """The last point timed at `percent` or standing for it (a CPU's slices of one core count)."""
+    found = None
+    for row in points.to_dict("records"):
+        if int(row["inferred_at"]) == percent or percent in _percents(row.get("stands_for")):
+            found = row
+    return found
+
+
 def stands_for(sweep: pd.DataFrame, ncores: int | None = None) -> list[str]:
     """Per swept slice that stands for others (a CPU's slices of one core count), what it stands for:
     '50 % (1 of 2 cores) stands for 10, 20, 30, 50, 70 %'."""
@@ -155,4 +188,4 @@ def _percents(value) -> list[int]:
 
 
 __all__ = ["BUSY_CORES", "Recommendation", "beyond_noise", "busy_points", "recommend_tuning_slice", "slowdown_matrix",
-           "stands_for"]
+           "stands_for", "tuned_vs_untuned"]

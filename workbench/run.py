@@ -284,6 +284,12 @@ class Run:
         df = pd.DataFrame(points).drop_duplicates(["tuned_at", "inferred_at"], keep="last")
         return df.sort_values(["tuned_at", "inferred_at"]).reset_index(drop=True)
 
+    def sweep_untuned(self) -> pd.DataFrame:
+        """The run's untuned build timed at each swept slice (sweep_untuned.csv: model, inferred_at, latency_ms_median,
+        latency_ms_iqr, ...); empty before a sweep."""
+        path = self.folder.file(store.SWEEP_UNTUNED_FILE)
+        return pd.read_csv(path) if os.path.exists(path) else pd.DataFrame(columns=list(store.UNTUNED_COLUMNS))
+
     def slice_matrix(self) -> pd.DataFrame:
         """tuned_at x inferred_at table of median latency (ms)."""
         df = self.sweep

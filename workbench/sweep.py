@@ -17,6 +17,8 @@ from .procs import ManagedProcess, ProcessError, python_argv, tail
 from .slices import SliceHost, apply_slice, core_groups
 
 INFER_TIMEOUT_S = 600.0
+UNTUNED = "untuned"  # the untuned build's name among a sweep's libraries (the tuned ones are named by their slice)
+
 STOP_POLL_S = 0.2
 
 
@@ -94,10 +96,23 @@ def covered(df: pd.DataFrame) -> set[tuple[int, int]]:
     return out
 
 
+def standalone_host(target: TargetSpec, gpus: tuple[int, ...], mps_root: str, slices: list[int], events: EventWriter,
+                    pinned_mem_mb: int | None = None) -> SliceHost:
+    """A SliceHost of this process's cores and, on a GPU with a slice under 100 %, an MPS daemon of its own on
+    the first of `gpus` (under `mps_root`; its status an `mps_status` event): the caller stops `host.daemons`."""
+    daemons = {}
+    if target.kind == "cuda" and any(p < 100 for p in slices):
+        uuids = {g: info.uuid for g, info in enumerate(detect().gpus) if g == gpus[0]}
+        daemons = start_daemons({gpus[0]: mps_root}, uuids, lambda g, d: events.emit(
+            MpsStatus(gpu=g, started=d.started, reason=d.reason, pipe_dir=d.pipe_dir)))
+    return SliceHost(target.kind, tuple(sorted(os.sched_getaffinity(0))), gpus, daemons, pinned_mem_mb=pinned_mem_mb)
+
+
 def sweep_run(run_dir: str, slices: list[int], host: SliceHost | None = None, events: EventWriter | None = None,
               should_stop: Callable[[], bool] = lambda: False) -> pd.DataFrame:
-    """Time every tuned model of a run at every slice (on a CPU, each distinct core count once: `sweep_points`);
-    write sweep.csv and `sweep_point` events.
+    """Time every tuned model of a run, and its untuned build, at every slice (on a CPU, each distinct core count
+    once: `sweep_points`); write sweep.csv and `sweep_point` events for the tuned models, sweep_untuned.csv for
+    the untuned build (kept apart, so that sweep.csv and its readers mean what they did).
 
     `host`: the supervisor's (its MPS daemons); None for a sweep of its own, which starts a daemon on the
     run's first GPU when a slice needs one and quits it at the end."""
@@ -111,27 +126,28 @@ def sweep_run(run_dir: str, slices: list[int], host: SliceHost | None = None, ev
     libs = {k: v for k, v in libs.items() if os.path.exists(v)}
     if not libs:
         raise ProcessError(f"run {os.path.basename(run_dir)} has no tuned model yet; nothing to sweep")
+    timed_libs = {**libs, UNTUNED: folder.untuned_lib} if os.path.exists(folder.untuned_lib) else libs
     own_daemons = {}
     if host is None:
         gpus = tuple(plan.get("gpus") or [0])
-        if target.kind == "cuda" and any(p < 100 for p in slices):
-            uuids = {g: info.uuid for g, info in enumerate(detect().gpus) if g == gpus[0]}
-            own_daemons = start_daemons({gpus[0]: folder.mps_root(gpus[0], "sweep")}, uuids, lambda gpu, d: events.emit(
-                MpsStatus(gpu=gpu, started=d.started, reason=d.reason, pipe_dir=d.pipe_dir)))
-        host = SliceHost(target.kind, tuple(sorted(os.sched_getaffinity(0))), gpus, own_daemons,
-                         pinned_mem_mb=spec.pinned_mem_mb)
+        host = standalone_host(target, gpus, folder.mps_root(gpus[0], "sweep"), slices, events, spec.pinned_mem_mb)
+        own_daemons = dict(host.daemons)
     model = load_model(spec.model, spec.input_shape)
     env = {k: v for k, v in os.environ.items() if not k.startswith("CUDA_MPS_")}
-    rows = []
+    rows, untuned = [], []
     try:
         for percent, stands_for in sweep_points(slices, host):
             if should_stop():
                 break
             try:
-                timed = infer_at(run_dir, percent, libs, model, target, host, env, should_stop=should_stop)
+                timed = infer_at(run_dir, percent, timed_libs, model, target, host, env, should_stop=should_stop)
             except Interrupted:
                 break
             for r in timed:
+                if r["name"] == UNTUNED:
+                    untuned.append({"model": spec.model, "inferred_at": percent,
+                                    **{k: r.get(k) for k in store.UNTUNED_COLUMNS[2:-1]}, "stands_for": list(stands_for)})
+                    continue
                 row = {"model": spec.model, "tuned_at": int(r["name"]), "inferred_at": percent,
                        "latency_ms_median": r["latency_ms_median"], "latency_ms_iqr": r["latency_ms_iqr"],
                        "sm_count": r.get("sm_count"), "cores": r.get("cores"),
@@ -142,15 +158,21 @@ def sweep_run(run_dir: str, slices: list[int], host: SliceHost | None = None, ev
     finally:
         for daemon in own_daemons.values():
             daemon.stop()
-    df = pd.DataFrame(rows)
-    old = folder.file(store.SWEEP_FILE)
-    if os.path.exists(old) and len(df):
-        prev = pd.read_csv(old)
+    _merge_write(folder.file(store.SWEEP_UNTUNED_FILE), pd.DataFrame(untuned).assign(tuned_at=0) if untuned
+                 else pd.DataFrame(), drop=("tuned_at",))
+    return _merge_write(folder.file(store.SWEEP_FILE), pd.DataFrame(rows))
+
+
+def _merge_write(path: str, df: pd.DataFrame, drop: tuple[str, ...] = ()) -> pd.DataFrame:
+    """`df` over the table at `path`: new points replace the old ones at the slices they stand for."""
+    if os.path.exists(path) and len(df):
+        prev = pd.read_csv(path).assign(**{c: 0 for c in drop})
         done = covered(df) | set(zip(df.tuned_at, df.inferred_at))
         keep = [(int(t), int(i)) not in done for t, i in zip(prev.tuned_at, prev.inferred_at)]
         df = pd.concat([prev[keep], df], ignore_index=True)
     if len(df):
-        store.write_atomic(old, lambda tmp: df.sort_values(["tuned_at", "inferred_at"]).to_csv(tmp, index=False))
+        df = df.sort_values(["tuned_at", "inferred_at"]).drop(columns=list(drop)).reset_index(drop=True)
+        store.write_atomic(path, lambda tmp: df.to_csv(tmp, index=False))
     return df
 
 
