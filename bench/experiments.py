@@ -29,6 +29,7 @@ class Experiment:
     meta: dict = field(default_factory=dict)  # the first bench JSON's header (date, model, tvm, trials...)
     scaling: dict | None = None
     matrix: list[dict] = field(default_factory=list)
+    untuned: list[dict] = field(default_factory=list)  # table "slice-matrix": the untuned build's sweep rows
     anytime: dict | None = None  # table "anytime": {"entry": the model's bench/anytime.py entry, "seeds": rows}
 
     @property

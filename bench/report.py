@@ -1,4 +1,5 @@
-"""Build bench/results/H200.md, h200_summary.json and h200_slice_matrix.csv from the experiment folders.
+"""Build bench/results/H200.md, h200_summary.json, h200_slice_matrix.csv and h200_slice_untuned.csv from the
+experiment folders.
 
     python bench/report.py [--results DIR] [--out DIR]
 
@@ -15,13 +16,14 @@ CSVs and the runs' event logs (`<run>.jsonl.gz`). Tables:
 - "lane-logs": the result lines bench/tuning_throughput.py printed (its JSONs did not come back).
   These two are compared with the experiment's stock here (`compare_steady`), steady rates included.
 - "scaling": one bench JSON on one GPU ("one_gpu") and one run's event log on more ("more_gpus").
-- "slice-matrix": the folder's *.sweep.csv, the rows of h200_slice_matrix.csv.
+- "slice-matrix": the folder's *.sweep.csv, the rows of h200_slice_matrix.csv, and its *.untuned.csv (the untuned
+  build's sweep, bench/slice_study.py), the rows of h200_slice_untuned.csv (header only while no folder has one).
 - "anytime": one model's entry ("model") of a bench/anytime.py JSON ("file", under the results folder):
   per seed, stock with its budget, then each workbench config finished at stock's wall time (equal time);
   the ratios are recomputed here from the runs' checkpoints (`anytime_row`).
 A new experiment: the device call's files in a new dated folder, *.jsonl and *.log gzip-compressed
 (`gzip -n`), a README.md (what command, which machine, what it shows) and, where it makes a table,
-an experiment.json; then run this and commit the three files it rewrites.
+an experiment.json; then run this and commit the four files it rewrites.
 """
 from __future__ import annotations
 
@@ -44,6 +46,7 @@ RESULTS = os.path.join(HERE, "results")
 FOLDER = re.compile(r"^(\d{4}-\d{2}-\d{2})-([a-z0-9]+)-(.+)$")
 TOLERANCE = 1.03
 MATRIX_COLUMNS = ["model", "tuned_at", "inferred_at", "latency_ms_median", "latency_ms_iqr"]
+UNTUNED_COLUMNS = ["model", "inferred_at", "latency_ms_median", "latency_ms_iqr"]
 
 
 def stem(name: str) -> str:
@@ -197,6 +200,9 @@ def matrix_table(e: Experiment, results: str) -> None:
     for path in sorted(glob.glob(os.path.join(e.path, "*.sweep.csv"))):
         with open(path, newline="") as f:
             e.matrix += list(csv.DictReader(f))
+    for path in sorted(glob.glob(os.path.join(e.path, "*.untuned.csv"))):
+        with open(path, newline="") as f:
+            e.untuned += list(csv.DictReader(f))
 
 
 def anytime_row(seed: str, raw: dict, config: str, torch_ms: float | None) -> dict:
@@ -266,22 +272,30 @@ def load(results: str) -> list[Experiment]:
     return out
 
 
+def write_matrices(experiments: list[Experiment], out: str) -> None:
+    """h200_slice_matrix.csv (tuned models) and h200_slice_untuned.csv (the untuned build), oldest folder first."""
+    for name, columns, rows in (("h200_slice_matrix.csv", MATRIX_COLUMNS, [r for e in reversed(experiments)
+                                                                           for r in e.matrix]),
+                                ("h200_slice_untuned.csv", UNTUNED_COLUMNS, [r for e in reversed(experiments)
+                                                                             for r in e.untuned])):
+        with open(os.path.join(out, name), "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")
+            w.writeheader()
+            w.writerows(rows)
+
+
 def main(results: str = RESULTS, out: str = RESULTS) -> None:
-    """Read every experiment under `results`; write the three report files into `out`."""
+    """Read every experiment under `results`; write the four report files into `out`."""
     from report_markdown import markdown
     from report_summary import summarize
 
     experiments = load(results)
     summary = summarize(experiments, results)
-    matrix = [r for e in reversed(experiments) for r in e.matrix]
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "h200_summary.json"), "w") as f:
         json.dump(summary, f, indent=1, default=str)
         f.write("\n")
-    with open(os.path.join(out, "h200_slice_matrix.csv"), "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=MATRIX_COLUMNS, extrasaction="ignore")
-        w.writeheader()
-        w.writerows(matrix)
+    write_matrices(experiments, out)
     with open(os.path.join(out, "H200.md"), "w") as f:
         f.write(markdown(experiments, summary))
 
@@ -289,6 +303,6 @@ def main(results: str = RESULTS, out: str = RESULTS) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--results", default=RESULTS, help="the folder of experiment folders")
-    parser.add_argument("--out", default=RESULTS, help="where H200.md, h200_summary.json, h200_slice_matrix.csv go")
+    parser.add_argument("--out", default=RESULTS, help="where H200.md, h200_summary.json and the slice CSVs go")
     args = parser.parse_args()
     main(args.results, args.out)

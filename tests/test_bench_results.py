@@ -181,3 +181,34 @@ def test_results_are_named_by_date_and_what_was_run():
     assert not named, f"summary keys named after the order of the work: {named}"
     text = json.dumps(summary)
     assert not re.search(r"session \d|session\d|call\d_", text)
+
+
+UNTUNED_COLUMNS = ["model", "inferred_at", "latency_ms_median", "latency_ms_iqr"]  # issue 19
+
+
+def test_rebuilt_untuned_sweep_is_the_committed_one(rebuilt):
+    """No committed folder has an untuned sweep yet: the file is its header alone, rebuilt the same."""
+    (cols, committed), (rcols, rows) = load_csv(RESULTS, "h200_slice_untuned.csv"), \
+        load_csv(rebuilt, "h200_slice_untuned.csv")
+    assert cols == rcols == UNTUNED_COLUMNS and rows == committed
+
+
+def test_untuned_rows_come_from_slice_matrix_folders(tmp_path):
+    """A slice-matrix folder's *.untuned.csv (bench/slice_study.py sweep) becomes h200_slice_untuned.csv's rows, its
+    *.sweep.csv stays h200_slice_matrix.csv's, neither read as the other."""
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    import report
+
+    folder = tmp_path / "results" / "2026-12-01-cpu-study"
+    folder.mkdir(parents=True)
+    (folder / "README.md").write_text("# a study\n")
+    (folder / "experiment.json").write_text('{"table": "slice-matrix"}')
+    (folder / "r1.sweep.csv").write_text("model,tuned_at,inferred_at,latency_ms_median,latency_ms_iqr,cores\n"
+                                         "mlp:1024,25,50,0.5,0.01,[0]\n")
+    (folder / "r1.untuned.csv").write_text("model,inferred_at,latency_ms_median,latency_ms_iqr\nmlp:1024,50,0.9,0.02\n")
+    report.write_matrices(report.load(str(tmp_path / "results")), str(tmp_path))
+    cols, rows = load_csv(tmp_path)
+    assert cols == MATRIX_COLUMNS and [r["tuned_at"] for r in rows] == ["25"]
+    cols, rows = load_csv(tmp_path, "h200_slice_untuned.csv")
+    assert cols == UNTUNED_COLUMNS and rows == [{"model": "mlp:1024", "inferred_at": "50", "latency_ms_median": "0.9",
+                                                 "latency_ms_iqr": "0.02"}]

@@ -1,0 +1,91 @@
+"""Issue 19's finding from a slice study's data: pure functions of the tuned sweep and the untuned build's sweep.
+
+The claim under test: a model tuned on the whole GPU runs worse once it gets only a slice, and a model tuned on a
+well-chosen slice stays good across many slice sizes. The data only speak to it where tuning won (each tuned
+model at least 1.3x faster than the untuned build at its own slice, beyond the noise); otherwise the matrix
+shows search noise and the finding says so.
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from workbench.recommend import TUNING_WINS, beyond_noise, recommend_tuning_slice, slowdown_matrix, tuned_vs_untuned
+
+SENSITIVE = 2.0  # issue 19: a slice-sensitive model's untuned build takes at least 2x as long at 25 % as at 100 %
+
+
+def _matrix(sweep: pd.DataFrame, untuned: pd.DataFrame) -> dict:
+    """{"tuned_at": {inferred_at: [median, iqr]}} with the untuned build as the row "untuned"."""
+    out: dict = {}
+    for r in sweep.to_dict("records"):
+        out.setdefault(str(int(r["tuned_at"])), {})[str(int(r["inferred_at"]))] = [r["latency_ms_median"],
+                                                                                 r["latency_ms_iqr"]]
+    for r in untuned.to_dict("records"):
+        out.setdefault("untuned", {})[str(int(r["inferred_at"]))] = [r["latency_ms_median"], r["latency_ms_iqr"]]
+    return out
+
+
+def per_inference_slice(sweep: pd.DataFrame) -> list[dict]:
+    """For each inference slice: the fastest tuning slice, every other's slowdown and whether it is beyond noise."""
+    ratio, beyond = slowdown_matrix(sweep), beyond_noise(sweep)
+    out = []
+    for at in ratio.columns:
+        col = ratio[at].dropna()
+        if not len(col):
+            continue
+        out.append({"inferred_at": int(at), "best_tuned_at": int(col.idxmin()),
+                    "slowdown": {str(int(t)): round(float(v), 4) for t, v in col.items()},
+                    "beyond_noise": {str(int(t)): bool(beyond.loc[t, at]) for t in col.index}})
+    return out
+
+
+def finding_sentence(model: str, sweep: pd.DataFrame, untuned: pd.DataFrame) -> tuple[str, str]:
+    """(verdict, sentence): verdict is 'inconclusive', 'reproduced', 'refuted' or 'depends'."""
+    wins = tuned_vs_untuned(sweep, untuned)
+    lost = wins[~wins.wins.astype(bool)] if len(wins) else wins
+    if not len(wins) or len(lost):
+        said = ", ".join(f"{int(r.tuned_at)}%: {r.speedup:.2f}x ({r.verdict})" for r in lost.itertuples()) or \
+            "no untuned sweep to compare with"
+        return "inconclusive", (f"{model}: inconclusive, tuning did not win at every tuning slice (tuned against "
+                                f"untuned at its own slice, {said}; {TUNING_WINS}x needed), so the matrix shows "
+                                "search noise rather than the slice's effect.")
+    beyond, ratio = beyond_noise(sweep), slowdown_matrix(sweep)
+    full = int(max(ratio.index))
+    small = [c for c in ratio.columns if c < full]
+    rec = recommend_tuning_slice(sweep)
+    if not beyond.to_numpy().any():
+        return "refuted", (f"{model}: refuted, every tuned model times the same within the noise (IQR) on every "
+                           "inference slice: the tuning slice does not matter.")
+    full_worse = [int(c) for c in small if bool(beyond.loc[full, c])]
+    if full_worse and rec.tuned_at != full and rec.worst_slowdown < float(ratio.loc[full].max()):
+        return "reproduced", (f"{model}: reproduced, the model tuned at {full}% is up to {ratio.loc[full].max():.2f}x "
+                              f"slower than the best beyond the noise (at {', '.join(map(str, full_worse))}%), "
+                              f"while the one tuned at {rec.tuned_at}% stays within {rec.worst_slowdown:.2f}x of the "
+                              "best on every inference slice.")
+    if not full_worse and rec.tuned_at == full:
+        return "refuted", (f"{model}: refuted, the model tuned at {full}% is the fastest or within the noise of it on "
+                           f"every smaller inference slice ({rec.sentence})")
+    best = {int(c): int(ratio[c].idxmin()) for c in ratio.columns}
+    return "depends", (f"{model}: depends on the inference slice, the fastest tuning slice per inference slice is "
+                       + ", ".join(f"{t}% at {c}%" for c, t in best.items()) + f"; {rec.sentence}")
+
+
+def model_finding(model: str, sweep: pd.DataFrame, untuned: pd.DataFrame) -> dict:
+    """finding.json's entry for one model."""
+    rec = recommend_tuning_slice(sweep)
+    verdict, sentence = finding_sentence(model, sweep, untuned)
+    wins = tuned_vs_untuned(sweep, untuned)
+    return {"model": model, "matrix_ms_median_iqr": _matrix(sweep, untuned),
+            "per_inference_slice": per_inference_slice(sweep),
+            "tuned_vs_untuned_at_own_slice": wins.to_dict("records"),
+            "recommendation": {"tuned_at": rec.tuned_at, "worst_slowdown": round(rec.worst_slowdown, 4),
+                               "choice": rec.choice, "sentence": rec.sentence} if rec else None,
+            "verdict": verdict, "finding": sentence}
+
+
+def sensitivity(timings: dict[int, dict], low: int = 25, high: int = 100) -> dict:
+    """`choose`'s criterion from the untuned build's {percent: {"latency_ms_median", ...}}: t(low) / t(high)."""
+    if low not in timings or high not in timings:
+        return {"ratio": None, "slice_sensitive": None}
+    ratio = timings[low]["latency_ms_median"] / timings[high]["latency_ms_median"]
+    return {"ratio": round(ratio, 4), "slice_sensitive": bool(ratio >= SENSITIVE)}

@@ -1,0 +1,64 @@
+"""Issue 19's finding (bench/slice_finding.py) is computed from the matrix: reproduced, refuted, depends, or
+inconclusive where tuning did not beat the untuned build at its own slice."""
+from __future__ import annotations
+
+import os
+import sys
+
+import pandas as pd
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench"))
+from slice_finding import model_finding, sensitivity  # noqa: E402
+
+AT = (25, 50, 100)
+
+
+def _sweep(rows: dict[int, tuple[float, float, float]], iqr: float = 0.005) -> pd.DataFrame:
+    return pd.DataFrame([{"tuned_at": t, "inferred_at": i, "latency_ms_median": v, "latency_ms_iqr": iqr}
+                         for t, vals in rows.items() for i, v in zip(AT, vals)])
+
+
+def _untuned(vals: tuple[float, float, float]) -> pd.DataFrame:
+    return pd.DataFrame({"inferred_at": AT, "latency_ms_median": vals, "latency_ms_iqr": [0.005] * 3})
+
+
+UNTUNED_SLOW = _untuned((2.0, 1.4, 1.0))
+
+
+def test_reproduced_when_the_full_gpu_model_loses_on_small_slices_and_another_stays_close() -> None:
+    sweep = _sweep({25: (1.0, 0.7, 0.52), 50: (1.3, 0.68, 0.51), 100: (2.0, 0.9, 0.5)})
+    f = model_finding("m", sweep, UNTUNED_SLOW)
+    assert f["verdict"] == "reproduced" and f["recommendation"]["tuned_at"] == 25
+    assert "tuned at 100% is up to 2.00x slower" in f["finding"]
+    first = f["per_inference_slice"][0]
+    assert first["inferred_at"] == 25 and first["best_tuned_at"] == 25 and first["slowdown"]["100"] == 2.0
+    assert first["beyond_noise"] == {"25": False, "50": True, "100": True}
+    assert f["matrix_ms_median_iqr"]["untuned"]["25"] == [2.0, 0.005]
+    assert all(r["wins"] for r in f["tuned_vs_untuned_at_own_slice"])
+
+
+def test_inconclusive_when_a_tuned_model_is_not_13x_faster_than_untuned_at_its_own_slice() -> None:
+    sweep = _sweep({25: (1.0, 0.7, 0.52), 50: (1.3, 0.68, 0.51), 100: (2.0, 0.9, 0.5)})
+    f = model_finding("m", sweep, _untuned((2.0, 1.4, 0.6)))  # 0.6 / 0.5 = 1.2x at 100 %
+    assert f["verdict"] == "inconclusive" and "100%: 1.20x (faster)" in f["finding"]
+    assert model_finding("m", sweep, UNTUNED_SLOW.iloc[0:0])["verdict"] == "inconclusive"
+
+
+def test_refuted_when_every_model_is_within_noise_or_the_full_gpu_model_is_best() -> None:
+    same = _sweep({25: (1.0, 0.7, 0.5), 50: (1.001, 0.701, 0.501), 100: (1.002, 0.702, 0.502)})
+    assert model_finding("m", same, UNTUNED_SLOW)["verdict"] == "refuted"
+    full_best = _sweep({25: (1.1, 0.7, 0.55), 50: (1.2, 0.68, 0.54), 100: (1.0, 0.68, 0.5)})
+    assert model_finding("m", full_best, UNTUNED_SLOW)["verdict"] == "refuted"
+
+
+def test_depends_when_each_slice_prefers_its_own_model_and_none_stays_close() -> None:
+    diagonal = _sweep({25: (1.0, 0.9, 0.7), 50: (1.2, 0.68, 0.7), 100: (1.25, 0.9, 0.5)})
+    f = model_finding("m", diagonal, UNTUNED_SLOW)
+    assert f["verdict"] == "depends" and "25% at 25%, 50% at 50%, 100% at 100%" in f["finding"]
+
+
+def test_slice_sensitivity_is_the_ratio_of_the_untuned_build_at_25_and_100() -> None:
+    got = sensitivity({25: {"latency_ms_median": 3.0}, 100: {"latency_ms_median": 1.0}})
+    assert got == {"ratio": 3.0, "slice_sensitive": True}
+    assert sensitivity({25: {"latency_ms_median": 1.5}, 100: {"latency_ms_median": 1.0}})["slice_sensitive"] is False
+    assert sensitivity({100: {"latency_ms_median": 1.0}}) == {"ratio": None, "slice_sensitive": None}
