@@ -116,6 +116,12 @@ def test_slices_and_latency(tmp_path, monkeypatch) -> None:
     assert recs and re.search(r"Recommended tuning slice|nothing to choose", recs[0])
     assert re.search(r"Tune at (50|100)%|nothing to choose", _text(nb))
     assert _has_dataframe(nb, "latency_ms_median")
+    # section 4: the committed H200 matrices, each with its machine, date and budget read from bench/results
+    text = _text(nb)
+    assert re.search(r"mlp on nvidia-h200-x2, 2026-11-29, 32 trials per tuning slice", text), text[-2000:]
+    assert "resnet18-small on nvidia-h200-x2, 2026-11-30, 96 trials per tuning slice" in text
+    assert _has_dataframe(nb, "tuned / untuned ms at its own slice")
+    assert text.count("This machine, mlp-small") == 1
     assert took < 240
 
 
