@@ -43,11 +43,12 @@ def parse_candidate(text: str) -> tuple[str, int | None]:
 
 def batched_shape(name: str, batch: int | None) -> tuple[int, ...] | None:
     """The sample model's input shape with its first dimension set to `batch` (None: its own)."""
-    from workbench.models import load_model
+    from workbench.models import list_models
 
     if batch is None:
         return None
-    return (batch, *load_model(name).input_shape[1:])
+    own = next(m.input_shape for m in list_models() if m.name == name)
+    return (batch, *own[1:])
 
 
 def model_key(model: str, shape) -> str:
@@ -79,10 +80,11 @@ def choose(candidates: list[str], slices: list[int], home: str, out: str) -> dic
         compile_s = time.monotonic() - t0
         events = EventWriter(store.RunDir(work).events_file, "slice-study")
         host = standalone_host(target, (0,), os.path.join(work, "mps"), slices, events)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CUDA_MPS_")}  # the slice sets its own
         timings, t1 = {}, time.monotonic()
         try:
             for percent, stands in sweep_points(slices, host):
-                row = infer_at(work, percent, {"untuned": lib}, model, target, host, dict(os.environ))[0]
+                row = infer_at(work, percent, {"untuned": lib}, model, target, host, env)[0]
                 for p in stands:
                     timings[p] = {k: row.get(k) for k in ("latency_ms_median", "latency_ms_iqr", "repeats", "sm_count",
                                                           "cores", "slice_applied", "reason", "busy_cores")}

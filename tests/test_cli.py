@@ -107,6 +107,10 @@ def test_a_real_sweep_times_each_core_count_once(tmp_path) -> None:
     for stage in (50, 100):
         os.makedirs(folder / "stages" / str(stage), exist_ok=True)
         shutil.copyfile(lib, folder / "stages" / str(stage) / "tuned.so")
+    shutil.copyfile(lib, folder / "untuned.so")
+    # an older untuned sweep's point at 100 %: the new one replaces it
+    (folder / "sweep_untuned.csv").write_text("model,inferred_at,latency_ms_median,latency_ms_iqr,stands_for\n"
+                                              "mlp-small,100,999.0,0.0,[100]\n")
     ncores = len(os.sched_getaffinity(0))
     groups = core_groups([10, 20, 30, 50, 70, 100], ncores)
     proc = _cli(home, "sweep", run_id, "--slices", "10,20,30,50,70,100", timeout=400)
@@ -118,6 +122,9 @@ def test_a_real_sweep_times_each_core_count_once(tmp_path) -> None:
     sweep = pd.read_csv(folder / "sweep.csv")
     assert sorted(set(sweep.inferred_at)) == [g.percent for g in groups]  # one timing per core count
     assert len(sweep) == 2 * len(groups) and sweep.busy_cores.notna().all()
+    assert set(sweep.tuned_at) == {50, 100}  # the untuned build is timed too, but never as a tuned row
+    untuned = pd.read_csv(folder / "sweep_untuned.csv")
+    assert list(untuned.inferred_at) == [g.percent for g in groups] and (untuned.latency_ms_median < 999).all()
     assert " ± " in proc.stdout and (not merged or "stands for" in proc.stdout)
 
 

@@ -169,7 +169,8 @@ def _merge_write(path: str, df: pd.DataFrame, drop: tuple[str, ...] = ()) -> pd.
         prev = pd.read_csv(path).assign(**{c: 0 for c in drop})
         done = covered(df) | set(zip(df.tuned_at, df.inferred_at))
         keep = [(int(t), int(i)) not in done for t, i in zip(prev.tuned_at, prev.inferred_at)]
-        df = pd.concat([prev[keep], df], ignore_index=True)
+        order = list(df.columns) + [c for c in prev.columns if c not in df.columns]
+        df = pd.concat([prev[keep], df], ignore_index=True)[order]
     if len(df):
         df = df.sort_values(["tuned_at", "inferred_at"]).drop(columns=list(drop)).reset_index(drop=True)
         store.write_atomic(path, lambda tmp: df.to_csv(tmp, index=False))
