@@ -20,9 +20,7 @@ import time
 import numpy as np
 
 from .noise import CpuWatch
-
-PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
-
+from .procs import die_with_parent
 
 def _device(kind: str):
     import tvm
@@ -155,18 +153,6 @@ def run(job: dict) -> list[dict]:
         out.append(result)
         print(json.dumps(result), flush=True)
     return out
-
-
-def die_with_parent(parent_pid: int | None) -> None:
-    """Linux: be killed when the process that started us dies, so that a killed sweep leaves no worker."""
-    if not sys.platform.startswith("linux"):
-        return
-    import ctypes
-    import signal
-
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
-    if parent_pid and os.getppid() != parent_pid:  # it died before prctl took effect
-        os._exit(1)
 
 
 def main(argv: list[str] | None = None) -> None:

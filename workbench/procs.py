@@ -13,6 +13,19 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def die_with_parent(parent_pid: int | None) -> None:
+    """Linux: be killed when the process that started us dies (a killed sweep or Dask worker leaves no child)."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+    if parent_pid and os.getppid() != parent_pid:  # it died before prctl took effect
+        os._exit(1)
+
 
 class Status(enum.Enum):
     created = "created"
@@ -111,10 +124,10 @@ class ManagedProcess:
         os.makedirs(os.path.dirname(self.log_path), exist_ok=True)
         self.status = Status.starting
         affinity = self.cpu_affinity
-        preexec: Callable[[], None] | None = None
-        if affinity:
-            def preexec() -> None:  # runs in the child before exec; children inherit it
-                os.sched_setaffinity(0, affinity)
+        def set_affinity() -> None:  # runs in the child before exec; children inherit it
+            os.sched_setaffinity(0, affinity)
+
+        preexec: Callable[[], None] | None = set_affinity if affinity else None
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
                 self.argv, env=self.env, cwd=self.cwd, stdin=subprocess.DEVNULL, stdout=log,
