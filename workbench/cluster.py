@@ -91,6 +91,7 @@ class DaskLauncher:
 
     def _setup(self) -> None:
         """Start a LocalCluster (`local`) or connect to the scheduler, check its workers, say what it is."""
+        import dask
         from distributed import Client, LocalCluster, Queue, Variable
 
         spec, chosen = self.spec, ""
@@ -101,10 +102,14 @@ class DaskLauncher:
                 chosen = (f"LocalCluster of {workers} worker processes x {threads} thread{'s' if threads > 1 else ''}"
                           f" ({self.ncores} cores, {spec.shards} shards{waits})")
                 home = os.path.dirname(os.path.dirname(self.folder.path))  # the run's home: its cache serves them too
-                self.cluster = LocalCluster(n_workers=workers, threads_per_worker=threads, processes=True,
-                                            host="127.0.0.1", dashboard_address="127.0.0.1:0" if _has_bokeh() else None,
-                                            worker_dashboard_address=None, resources={TUNE_RESOURCE: 1},
-                                            memory_limit=0, silence_logs=logging.WARNING, env={"WORKBENCH_HOME": home})
+                # Without the workers' 10 ms stack sampler: it took 4 % of a core per worker next to 1.8 % without,
+                # and their only task waits on its client.
+                with dask.config.set({"distributed.worker.profile.enabled": False}):
+                    self.cluster = LocalCluster(
+                        n_workers=workers, threads_per_worker=threads, processes=True, host="127.0.0.1",
+                        dashboard_address="127.0.0.1:0" if _has_bokeh() else None, worker_dashboard_address=None,
+                        resources={TUNE_RESOURCE: 1}, memory_limit=0, silence_logs=logging.WARNING,
+                        env={"WORKBENCH_HOME": home})
                 self.client = Client(self.cluster, timeout=CONNECT_TIMEOUT_S)
             else:
                 try:

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import dataclasses
 import glob
+import importlib
 import os
 import shutil
 import socket
@@ -130,6 +131,22 @@ async def probe_worker(with_tvm: bool = True) -> dict:
     return {**out, "tvm": lines[-1].strip()}
 
 
+def client_env() -> dict[str, str]:
+    """The worker's environment for its client, less what a Dask nanny put there for the worker process alone
+    (OMP_NUM_THREADS=1, MALLOC_TRIM_THRESHOLD_=65536, ...: the client sizes its own threads, as a local one does;
+    with them a LocalCluster's clients tuned ~1.6x slower)."""
+    import dask
+
+    importlib.import_module("distributed")  # its configuration's defaults (a worker has them already)
+    nanny = {**dask.config.get("distributed.nanny.pre-spawn-environ", {}),
+             **dask.config.get("distributed.nanny.environ", {})}
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("CUDA_MPS_") and not (k in nanny and v == str(nanny[k]))}
+    env.update(PYTHONUNBUFFERED="1", **{PARENT_PID_ENV: str(os.getpid())})
+    env.setdefault("TVM_LOG_DEBUG", "0")
+    return env
+
+
 class _Relay:
     """Messages to the supervisor, in order; kept and retried while the scheduler does not answer."""
 
@@ -235,9 +252,7 @@ def _supervise(task: ShardTask, job_path: str, log_path: str, tail: Tailer, rela
     if why:  # stopped before it started (an attempt the scheduler re-ran after its worker was lost)
         relay.send("exited", code=-15, why=why)
         return -15
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CUDA_MPS_")}
-    env.update(PYTHONUNBUFFERED="1", **{PARENT_PID_ENV: str(os.getpid())})
-    env.setdefault("TVM_LOG_DEBUG", "0")
+    env = client_env()
     os.makedirs(os.path.dirname(log_path), exist_ok=True)
     with open(log_path, "ab") as log:
         child = subprocess.Popen([sys.executable, "-m", "workbench.client", job_path], env=env,
