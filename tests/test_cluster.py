@@ -318,13 +318,18 @@ def test_stop_leaves_nothing_on_the_workers_resume_goes_on_and_a_lost_scheduler_
 
 
 @pytest.mark.slow
-def test_a_worker_without_tvm_is_refused_before_tuning(cluster, tmp_path):
+def test_workers_without_tvm_or_with_another_tvm_are_refused_before_tuning(cluster, tmp_path):
     no_tvm = tmp_path / "no-tvm"
     no_tvm.mkdir()
     (no_tvm / "sitecustomize.py").write_text("import sys\nsys.modules['tvm'] = None  # `import tvm` fails\n")
+    old_tvm = tmp_path / "old-tvm"
+    old_tvm.mkdir()
+    (old_tvm / "sitecustomize.py").write_text("import sys, types\nsys.modules['tvm'] = types.ModuleType('tvm')\n"
+                                              "sys.modules['tvm'].__version__ = '0.26.0'  # another release\n")
     cluster.add_worker("good")
     cluster.add_worker("bare", PYTHONPATH=os.pathsep.join([str(no_tvm), ROOT]))
-    addresses = cluster.wait_workers(["good", "bare"])
+    cluster.add_worker("old", PYTHONPATH=os.pathsep.join([str(old_tvm), ROOT]))
+    addresses = cluster.wait_workers(["good", "bare", "old"])
     t0 = time.monotonic()
     run = wb.tune(wb.TuneSpec(**SMALL, cluster=cluster.address), home=str(tmp_path / "home"))
     assert run.wait(timeout=120) == "failed"
@@ -332,6 +337,7 @@ def test_a_worker_without_tvm_is_refused_before_tuning(cluster, tmp_path):
 
     message = run.message
     assert f"worker {addresses['bare']} (bare)" in message and "no TVM" in message, message
+    assert f"worker {addresses['old']} (old) on {socket.gethostname()} has TVM 0.26.0" in message, message
     assert tvm.__version__ in message and addresses["good"] not in message, message
     assert not run.event_list("shard_planned") and not run.event_list("batch")  # refused before tuning
     assert time.monotonic() - t0 < 60
