@@ -7,7 +7,7 @@ import pytest
 
 from workbench.budget import plan_budget
 from workbench.shards import TaskInfo, plan_shards, split_budget
-from workbench.spec import Slice, SpecError, TuneSpec, parse_slices, parse_tracker
+from workbench.spec import Slice, SpecError, TuneSpec, parse_cluster, parse_slices, parse_tracker
 
 BAD_SPECS = [
     ({"slices": (0,)}, "slices", "1 to 100"),
@@ -32,6 +32,10 @@ BAD_SPECS = [
     ({"model": ""}, "model", "sample model name"),
     ({"seed": -1}, "seed", "0 to"),
     ({"measure_timeout_s": 1}, "measure_timeout_s", "5 to 3600"),
+    ({"cluster": "somewhere"}, "cluster", "local or a Dask scheduler address tcp://HOST:PORT"),
+    ({"cluster": "tcp://10.0.0.5:0"}, "cluster", "tcp://HOST:PORT"),
+    ({"cluster": "tcp://10.0.0.5:8786"}, "host", "give the address of this machine that they reach"),
+    ({"cluster": "tcp://10.0.0.5:8786", "host": "0.0.0.0"}, "host", "reach at 0.0.0.0"),
 ]
 
 
@@ -67,6 +71,11 @@ def test_slice_cores_and_parsers():
         assert (err.value.field, err.value.message) == ("sweep_slices", message)
     assert parse_tracker("10.0.0.5:9190:h200") == ("10.0.0.5", 9190, "h200")
     assert TuneSpec(host="0.0.0.0").exposed and not TuneSpec().exposed
+    assert parse_cluster("local") is None and parse_cluster("tcp://10.0.0.5:8786") == ("10.0.0.5", 8786)
+    remote = TuneSpec(cluster="tcp://10.0.0.5:8786", host="10.0.0.2")  # its workers reach the tracker there
+    assert TuneSpec.from_json(remote.to_json()) == remote
+    assert TuneSpec(cluster="tcp://127.0.0.1:8786").host == "127.0.0.1"  # a scheduler on this machine
+    assert TuneSpec(cluster="tcp://10.0.0.5:8786", tracker="10.0.0.7:9190:h200")  # the user's tracker
 
 
 def test_sharding_balances_cost_and_splits_budget():
@@ -139,6 +148,7 @@ def _cli(*args, home):
     (["tune", "--shards", "17", "--trials", "64"], "shards"),
     (["tune", "--target", "cuda"], "target"),
     (["tune", "--first-round", "greedy"], "first_round: must be one of auto, random, evolutionary"),
+    (["tune", "--cluster", "10.0.0.5"], "cluster: must be local or a Dask scheduler address"),
     (["show", "no-such-run"], "run"),
     (["frobnicate"], "invalid choice"),
 ])

@@ -20,6 +20,8 @@ from .hardware import TargetSpec
 from .options import EngineOptions
 from .spec import TuneSpec
 
+PARENT_PID_ENV = "WB_CLIENT_PARENT_PID"  # set by a cluster task: the client dies with the worker that started it
+
 
 @dataclass(frozen=True)
 class ShardJob:
@@ -244,6 +246,10 @@ def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1:
         sys.exit("usage: python -m workbench.client SHARD_JSON")
+    if os.environ.get(PARENT_PID_ENV):  # a Dask worker's task started us: die with it, never outlive it
+        from .procs import die_with_parent
+
+        die_with_parent(int(os.environ[PARENT_PID_ENV]))
     with open(argv[0]) as f:
         job = ShardJob.from_json(f.read())
     sys.exit(run(job))

@@ -5,6 +5,7 @@ The read model (`Run`) calls in here; nothing here imports it, so the two stay a
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -15,7 +16,7 @@ from . import diskspace, store
 from .event_types import FinishRequested, Launched, RunFinished
 from .events import EventWriter
 from .mps import MpsDaemon
-from .procs import group_alive, kill_group, stop_group
+from .procs import group_alive, stop_group
 from .spec import SpecError, parse_slices
 
 
@@ -66,7 +67,9 @@ def stop_run(run_dir: str, timeout: float = 5.0) -> None:
     folder = store.RunDir(run_dir)
     pid = folder.procs().get("supervisor")
     if pid and group_alive(pid):
-        kill_group(pid, signal.SIGTERM)
+        # The supervisor alone: it stops its children in order (a LocalCluster's workers share its group).
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and group_alive(pid):
             time.sleep(0.1)

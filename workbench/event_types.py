@@ -207,6 +207,39 @@ class ServerLost(SliceEvent):
 
 
 @dataclass(frozen=True, kw_only=True)
+class ClusterReady(Event):
+    """The Dask cluster the shard clients run on; `workers`: {worker, host, nthreads, pid, tvm} each; `chosen`: how a
+    local one was sized."""
+    KIND = "cluster"
+    address: str = ""
+    local: bool = False
+    dashboard: str = ""
+    workers: list[dict[str, Any]] = _list()
+    chosen: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ShardPlaced(ShardEvent):
+    """A shard's client started on a Dask worker (`attempt` 0, then one more each time its worker was lost)."""
+    KIND = "shard_placed"
+    worker: str
+    host: str = ""
+    pid: int | None = None  # the client's, on that host
+    attempt: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkerLost(ShardEvent):
+    """The Dask worker running a shard's client was lost; the shard restarts elsewhere from the records received."""
+    KIND = "worker_lost"
+    worker: str
+    attempt: int = 0  # the attempt that was lost
+    records_kept: int = 0
+    restarted: bool = True
+    message: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
 class TaskSkipped(ShardEvent):
     """A task whose design space cannot be generated."""
     KIND = "task_skipped"
@@ -371,4 +404,4 @@ class RunFinished(Event):
     message: str = ""
 
 
-FAILURES = (Error, ShardFailed, ServerLost, TaskSkipped)  # what Run.errors() and the panel list
+FAILURES = (Error, ShardFailed, ServerLost, WorkerLost, TaskSkipped)  # what Run.errors() and the panel list

@@ -14,10 +14,11 @@ import os
 import time
 from typing import Any
 
-from .event_types import (KINDS, Batch, Compiled, DefaultsTimed, Error, Event, FinishRequested, HardwareFound,
-                          IntrinsicsLoaded, Launched, Merged, MpsStatus, Phase, RunFinished, RunStarted, ServerLost,
-                          ServerReady, ShardFailed, ShardFinished, ShardPlanned, ShardStarted, SliceEvent, StageSkipped,
-                          SweepFinished, SweepPoint, SweepStarted, TaskSkipped, Telemetry, Timed, Unknown, Verified)
+from .event_types import (KINDS, Batch, ClusterReady, Compiled, DefaultsTimed, Error, Event, FinishRequested,
+                          HardwareFound, IntrinsicsLoaded, Launched, Merged, MpsStatus, Phase, RunFinished, RunStarted,
+                          ServerLost, ServerReady, ShardFailed, ShardFinished, ShardPlaced, ShardPlanned, ShardStarted,
+                          SliceEvent, StageSkipped, SweepFinished, SweepPoint, SweepStarted, TaskSkipped, Telemetry,
+                          Timed, Unknown, Verified, WorkerLost)
 from .noise import busy_warning, fmt_timing, is_busy
 from .units import fmt_us
 
@@ -37,15 +38,28 @@ class EventWriter:
         if not isinstance(event, Event) or not event.KIND:
             raise TypeError(f"emit takes one event of a known kind, not {event!r}")
         record = {**as_dict(event), "t": round(time.time(), 3), "source": self.source}
-        line = (json.dumps(record, default=_json_default, separators=(",", ":")) + "\n").encode()
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        try:
-            written = os.write(fd, line)
-        finally:
-            os.close(fd)
-        if written < len(line):  # only a full disk cuts a regular file's write short
-            raise OSError(errno.ENOSPC, f"No space left on device: event {event.kind!r} cut short", self.path)
+        _append(self.path, (json.dumps(record, default=_json_default, separators=(",", ":")) + "\n").encode(),
+                event.kind)
         return record
+
+
+def _append(path: str, line: bytes, what: str) -> None:
+    """One O_APPEND write of one whole line (writers in several processes never interleave within a line)."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        written = os.write(fd, line)
+    finally:
+        os.close(fd)
+    if written < len(line):  # only a full disk cuts a regular file's write short
+        raise OSError(errno.ENOSPC, f"No space left on device: event {what!r} cut short", path)
+
+
+def append_lines(path: str, text: str) -> int:
+    """Append event lines written elsewhere (a client on a Dask worker), already stamped, each one write; how many."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    for line in lines:
+        _append(path, (line + "\n").encode(), "relayed")
+    return len(lines)
 
 
 def _json_default(value: Any) -> Any:
@@ -165,6 +179,17 @@ def describe(e: Event) -> str:
             return f"{at}{e.server} DIED (exit {e.exit_code}): measuring goes on on {e.servers_left} server(s)"
         case TaskSkipped():
             return f"{at}shard {e.shard}: task {e.task} skipped: {e.reason}"
+        case WorkerLost():
+            then = (f"restarted from the {e.records_kept} records received" if e.restarted
+                    else f"not restarted ({e.message})")
+            return f"{at}shard {e.shard}: worker {e.worker} LOST; {then}"
+        case ShardPlaced():
+            again = f" (attempt {e.attempt + 1})" if e.attempt else ""
+            return f"{at}shard {e.shard} runs on worker {e.worker}{again}"
+        case ClusterReady():
+            threads = sum(int(w.get("nthreads") or 0) for w in e.workers)
+            chosen = f": {e.chosen}" if e.chosen else ""
+            return f"cluster {e.address}: {len(e.workers)} workers, {threads} threads{chosen}"
         case Error():
             return f"ERROR in {e.where}: {e.message}"
         case ServerReady():

@@ -5,6 +5,8 @@ Everything that can be wrong with the input is found here, before any process st
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
+
 from . import diskspace, store
 from .hardware import Hardware, detect, resolve_target, target_spec
 from .models import check_model, load_model
@@ -23,6 +25,11 @@ def plan_run(spec: TuneSpec, hw: Hardware | None = None, options: EngineOptions 
     options = options or EngineOptions()
     if options.local_runner and (spec.servers != 1 or spec.tracker):
         raise SpecError("runner", "the local runner measures in the client itself: use servers=1 and no tracker")
+    if spec.cluster:
+        if options.local_runner:
+            raise SpecError("cluster", "the local runner measures inside each client: a cluster needs the RPC runner")
+        if importlib.util.find_spec("distributed") is None:
+            raise SpecError("cluster", "needs Dask's distributed: pip install -e '.[cluster]'")
     hw = hw or detect()
     check_model(spec.model, spec.input_shape)
     kind = resolve_target(spec.target, hw) if not spec.tracker or spec.target != "auto" else hw.default_target

@@ -57,7 +57,8 @@ def child_env() -> dict[str, str]:
 
 
 def die_with_parent(parent_pid: int | None) -> None:
-    """Linux: be killed when the process that started us dies (even by SIGKILL), so that it leaves no child."""
+    """Linux: be killed when the process that started us dies (even by SIGKILL), so that it leaves no child
+    (a killed sweep, serve or Dask worker)."""
     if not sys.platform.startswith("linux"):
         return
     import ctypes

@@ -23,6 +23,7 @@ DEFAULT_TRIALS = 32  # per tuning slice, when neither trials nor trials_per_task
 DEFAULT_SWEEP = (10, 20, 30, 50, 70, 100)
 LOOPBACK = "127.0.0.1"
 KEY_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"  # an RPC key: no ":" (HOST:PORT:KEY)
+LOCAL_CLUSTER = "local"  # `cluster`: a dask LocalCluster of worker processes on this machine
 
 
 class SpecError(ValueError):
@@ -138,6 +139,25 @@ class ServeSpec:
         return not ipaddress.ip_address(self.host).is_loopback
 
 
+def parse_cluster(text: Any) -> tuple[str, int] | None:
+    """'local' -> None (a LocalCluster on this machine); 'tcp://HOST:PORT' -> (HOST, PORT), a Dask scheduler."""
+    if text == LOCAL_CLUSTER:
+        return None
+    rest = text[len("tcp://"):] if isinstance(text, str) and text.startswith("tcp://") else ""
+    host, _, port = rest.rpartition(":")
+    if not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise SpecError("cluster", f"must be {LOCAL_CLUSTER} or a Dask scheduler address tcp://HOST:PORT (e.g. "
+                                   f"tcp://10.0.0.5:8786), got {text!r}")
+    return host.strip("[]"), int(port)
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
 def _int_list(value: Any, field_name: str, lo: int, hi: int, message: str) -> tuple[int, ...]:
     """'1,2' or [1, 2] -> (1, 2), every item a whole number in [lo, hi], else SpecError(field_name, message)."""
     items = value.split(",") if isinstance(value, str) else list(value)
@@ -206,7 +226,10 @@ class TuneSpec:
     strategy: str = _opt("evolutionary", "evolutionary, evolutionary-lean (a smaller, cheaper evolution) or replay-trace")
     seed: int | None = _opt(0, "random seed")
     tracker: str | None = _opt(None, "use an existing RPC tracker HOST:PORT:KEY instead of local servers")
-    host: str = _opt(LOOPBACK, "address servers bind to")
+    host: str = _opt(LOOPBACK, "address the tracker and servers bind to")
+    cluster: str | None = _opt(None, f"run the shard clients on a Dask cluster: {LOCAL_CLUSTER} (worker processes on "
+                                     "this machine) or a scheduler address tcp://HOST:PORT (its workers need "
+                                     "resources tune=1)")
     pinned_mem_mb: int | None = _opt(None)
     sweep_slices: tuple[int, ...] = _opt((), "after tuning, time the model at these slices, e.g. 10,30,50,100",
                                          flag="--sweep")
@@ -245,6 +268,13 @@ class TuneSpec:
         if self.tracker is not None:
             parse_tracker(self.tracker)
         check_host("host", self.host)
+        if self.cluster is not None:
+            scheduler = parse_cluster(self.cluster)
+            unreachable = not self.exposed or ipaddress.ip_address(self.host).is_unspecified
+            if scheduler and not _is_loopback(scheduler[0]) and not self.tracker and unreachable:
+                raise SpecError("host", f"the workers of the cluster at {self.cluster} measure through this run's "
+                                        f"tracker, which they would reach at {self.host}: give the address of this "
+                                        "machine that they reach (anyone who reaches it can run code on the servers)")
         if self.pinned_mem_mb is not None:
             Slice(100, self.pinned_mem_mb)
         if self.builder_workers is not None:
@@ -325,5 +355,5 @@ def workbench_home() -> str:
     return os.path.abspath(os.path.expanduser(os.environ.get("WORKBENCH_HOME", "~/.workbench")))
 
 
-__all__ = ["TuneSpec", "Slice", "SpecError", "cli_options", "parse_slices", "parse_tracker", "parse_shape", "parse_gpus",
+__all__ = ["TuneSpec", "Slice", "SpecError", "cli_options", "parse_slices", "parse_tracker", "parse_cluster", "parse_shape", "parse_gpus",
            "check_percent", "workbench_home"]

@@ -73,6 +73,14 @@ class RunDir:
     def shard_db_files(self) -> list[str]:
         return sorted(glob.glob(os.path.join(self.path, "stages", "*", "shard-*", "database_*.json")))
 
+    def inside(self, rel: str) -> str:
+        """The path of `rel` (relative, as a worker's copy of this folder names it) in this folder; ValueError for a
+        path that would leave it."""
+        path = os.path.normpath(os.path.join(self.path, rel))
+        if os.path.isabs(rel) or not path.startswith(os.path.join(self.path, "")):
+            raise ValueError(f"{rel!r} is not a path inside the run folder {self.path}")
+        return path
+
     def read(self, name: str, default: object = None) -> object:
         return read_json(self.file(name), default)
 

@@ -23,8 +23,9 @@ from .events import EventWriter
 from .hardware import GpuInfo, TargetSpec, detect
 from .mps import MpsDaemon, start_daemons
 from .options import EngineOptions
-from .procs import ManagedProcess, ProcessError, child_env, python_argv, tail
+from .procs import ProcessError, child_env, tail
 from .servers import RPCServer, ServerPool, ServerSpec
+from .shard_launch import LocalLauncher, ShardHandle, ShardLaunch, ShardLauncher
 from .shards import Shard
 from .slices import SliceHost
 from .spec import parse_tracker
@@ -55,7 +56,8 @@ class Supervisor:
         self.daemons: dict[int, MpsDaemon] = {}  # one MPS control daemon per GPU used
         self.pool: ServerPool | None = None
         self.base_key = f"wb-{os.getpid()}"
-        self.clients: dict[str, ManagedProcess] = {}  # by wanted name; a client stays here after it exits
+        self.launcher: ShardLauncher = LocalLauncher()  # a DaskLauncher with spec.cluster (see _start_shared)
+        self.clients: dict[str, ShardHandle] = {}  # by wanted name; a client stays here after it exits
         self.started: set[str] = set()  # every wanted name started once: nothing is started twice
         self.failed_shards: list[str] = []
         self.env = child_env()
@@ -165,6 +167,10 @@ class Supervisor:
                                sessions=self.options.sessions)
         self.pool.start_tracker()
         self._record_procs()
+        if self.spec.cluster:  # it connects (and checks the workers) while the tracker and servers start
+            from .cluster import DaskLauncher
+
+            self.launcher = DaskLauncher(self.spec, self.folder, self.events, len(self.cores))
 
     def _host(self) -> SliceHost:
         uuids = {g: u for g in self.gpus if (u := self._uuid(g))}
@@ -194,6 +200,8 @@ class Supervisor:
         """Stop the clients `want` does not name; start those it names that never ran (a client that exited
         has done its shard, or failed it: it is not restarted)."""
         wanted = want.names
+        if want.clients:
+            self.launcher.check()  # e.g. a cluster's workers refused: before any shard is planned
         for name in [n for n in self.clients if n not in wanted]:
             self.clients.pop(name).stop()
         for w in want.clients:
@@ -206,11 +214,10 @@ class Supervisor:
                                           shard_trial_budget=w.shard.trials, cost=w.shard.cost,
                                           replica=w.shard.replica))
             env = {**self.env, **w.binding.env} if w.binding else self.env
-            proc = ManagedProcess(f"shard-{w.shard.index}", python_argv("workbench.client", job_path), env,
-                                  self.folder.log(f"client-{w.job.tuned_at}-{w.shard.index}"),
-                                  cpu_affinity=(w.binding.cores or None) if w.binding else None)
-            proc.start()
-            self.clients[w.name] = proc
+            self.clients[w.name] = self.launcher.start(ShardLaunch(
+                f"shard-{w.shard.index}", w.job.tuned_at, w.shard.index, job_path, w.job.to_json(), env,
+                self.folder.log(f"client-{w.job.tuned_at}-{w.shard.index}"),
+                (tuple(w.binding.cores) or None) if w.binding else None))
         self._record_procs()
 
     def _reconcile(self, want: StagePlan) -> None:
@@ -273,6 +280,7 @@ class Supervisor:
                     self.failed_shards.append(f"{tuned_at}/{shard}")
                     self.events.emit(ShardFailed(shard=shard, tuned_at=tuned_at, exit_code=code,
                                                  log_tail=tail(proc.log_path, 20), log=proc.log_path))
+            self.launcher.check()  # a lost Dask scheduler fails the run
             health = self.pool.health() if self.pool else {"tracker_dead": False, "servers_dead": []}
             if health["tracker_dead"]:
                 raise ProcessError("the RPC tracker died; measured records are kept in the shard databases")
@@ -299,6 +307,7 @@ class Supervisor:
                      self.env, int(self.plan.get("budget", {}).get("trials", 0)), early=self.finishing)
 
     def _cleanup(self) -> None:
+        self.launcher.close()  # a cluster's clients all at once, then its client and LocalCluster
         self._reconcile(NOTHING)
         if self.pool is not None:
             self.pool.stop()
