@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+import ipywidgets
 import pandas as pd
 import psutil
 import pytest
@@ -24,6 +25,7 @@ from widgets.analysis import downsample, fmt_us, phase_spans, time_unit
 from widgets.engine import in_unit
 from widgets.figures import (CURVE_TITLE, make_live_figure, make_sweep_figure, persist, reset_live_figure,
                              update_live_figure, update_sweep_figure)
+from workbench.run_progress import Overall
 from workbench.tables import results_table
 from widgets.progress import ShardBars
 from widgets.form import ONNX
@@ -702,6 +704,27 @@ def test_one_overall_bar_with_a_fixed_total_above_shard_bars_that_explain_their_
     assert "best so far 0.5 us (1 of 1 tasks)" in row["text"] and "estimate" not in row["text"]
     assert "fastest schedules" in row["tooltip"] and p.bars.widget.children[-1].children[2].tooltip == row["tooltip"]
     p.close()
+
+
+def test_a_reset_leaves_no_widget_that_cannot_give_its_state() -> None:
+    """Issue 17 item 1: a reloaded page gets every widget's state from the kernel (ipywidgets'
+    `get_manager_state`, what it runs for the front end's request_states). One live widget holding a closed
+    one makes that raise, and the page stays on "Loading widget...". Rows that appear a refresh apart (the
+    whole run's bar before any shard reports, as in a real run), then the reset a new run makes."""
+    before = set(ipywidgets.Widget.get_manager_state()["state"])
+    overall = Overall(done=0, total=16, steps_done=0, steps_total=4, rate=None, eta_s=None, phase="starting",
+                      tuned_at=100, finish_s=10.0, finish_basis="guess", note="", ended=False)
+    shard = {"tuned_at": 100, "state": "running", "trials_done": 4, "trials_budget": 8, "elapsed_s": 5.0,
+             "eta_s": 5.0, "est_shard_us": 50.0}
+    bars = ShardBars()
+    for shards in ((), (0,), (0, 1)):
+        bars.update(pd.DataFrame([{**shard, "shard": k} for k in shards]), overall)
+    assert [row.children[0].value for row in bars.widget.children] == ["whole run", "100% shard 0", "100% shard 1"]
+    bars.reset()
+    left = set(ipywidgets.Widget.get_manager_state()["state"]) - before
+    assert left == {bars.widget.model_id, bars.widget.layout.model_id}, "the rows' widgets outlived the reset"
+    bars.widget.layout.close()
+    bars.widget.close()
 
 
 def _shares(rows: list[dict]) -> list[float]:

@@ -2,6 +2,7 @@
 included), then one per shard from `Run.progress()` (trials done / budget, elapsed time, ETA, best so far)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import ipywidgets as W
@@ -17,36 +18,64 @@ BEST_TIP = ("best so far: what this shard's tasks take in one run of the model w
             "falls as tuning finds faster schedules. Tasks not measured yet are not in it.")
 
 
+@dataclass(frozen=True)
+class BarRow:
+    """One bar's widgets: name, bar and text, and the HBox that holds them, made once with them.
+
+    The box is never rebuilt: a box made anew on each change would be left alive holding widgets that a later
+    `close()` closes, and the kernel could then not send any widget's state to a reloaded page (see `close`).
+    """
+    label: W.Label
+    bar: W.IntProgress
+    text: W.Label
+    box: W.HBox
+
+    @classmethod
+    def make(cls, name: str) -> "BarRow":
+        label = W.Label(name, layout=W.Layout(width="120px"))
+        bar = W.IntProgress(min=0, max=1, value=0, layout=W.Layout(width="320px"))
+        text = W.Label("", layout=W.Layout(width="auto"))
+        return cls(label, bar, text, W.HBox([label, bar, text], layout=W.Layout(align_items="center")))
+
+    def close(self) -> None:
+        """Close the row's widgets with their layouts and styles, the box first.
+
+        A live widget that refers to a closed one cannot give its state (ipywidgets raises AttributeError on
+        the closed one's model id); the kernel then answers neither the front end's request for all states
+        nor the one for that widget, and JupyterLab's widget manager waits for good: after a page reload every
+        widget of the notebook reads "Loading widget..." (issue 17, item 1)."""
+        for w in (self.box, self.label, self.bar, self.text):
+            for part in (w, w.layout, getattr(w, "style", None)):
+                if part is not None:
+                    part.close()
+
+
 class ShardBars:
-    """One row per (tuned_at, shard); rows are built once and then updated in place."""
+    """The whole run's row, then one row per (tuned_at, shard); rows are built once and then updated in place."""
 
     def __init__(self) -> None:
         self.widget = W.VBox([])
         self.widget.add_class("wb-progress")
-        self._rows: dict[tuple[int, int], tuple[W.Label, W.IntProgress, W.Label]] = {}
-        self._overall: tuple[W.Label, W.IntProgress, W.Label] | None = None
+        self._rows: dict[tuple[int, int], BarRow] = {}
+        self._overall: BarRow | None = None
         self.overall: Overall | None = None  # the last Run.overall() shown
         self.overall_row: dict[str, Any] = {}
 
     def reset(self) -> None:
-        """Drop the rows (and close their widgets, so they do not linger in the saved widget state)."""
-        old = list(self.widget.children)
+        """Drop the rows and close their widgets, so that nothing of a previous run lingers in the widget state."""
+        old = ([self._overall] if self._overall else []) + list(self._rows.values())
         self._rows, self._overall, self.overall, self.overall_row = {}, None, None, {}
         self.widget.children = ()
         for row in old:
-            for w in row.children:
-                w.close()
             row.close()
 
     def _update_overall(self, o: Overall) -> bool:
         """The whole run's bar (Run.overall()); True when it was just made."""
         new = self._overall is None
         if new:
-            self._overall = (W.Label("whole run", layout=W.Layout(width="120px")),
-                             W.IntProgress(min=0, max=1, value=0, layout=W.Layout(width="320px")),
-                             W.Label("", layout=W.Layout(width="auto")))
-            self._overall[1].add_class("wb-overall")
-        label, bar, text = self._overall
+            self._overall = BarRow.make("whole run")
+            self._overall.bar.add_class("wb-overall")
+        label, bar, text = self._overall.label, self._overall.bar, self._overall.text
         units, state = max(1, o.total + o.steps_total), o.phase if o.ended else "running"
         line = o.describe()
         with bar.hold_sync():
@@ -66,19 +95,16 @@ class ShardBars:
         new_rows = self._update_overall(overall) if overall is not None else False
         if progress is None or not len(progress):
             if new_rows:
-                self.widget.children = (W.HBox(list(self._overall), layout=W.Layout(align_items="center")),)
+                self._show_rows()
             return []
         out = []
         unit = time_unit(progress["est_shard_us"]) if "est_shard_us" in progress else "us"  # one for every bar
         for rec in progress.to_dict("records"):
             key = (int(rec["tuned_at"]), int(rec["shard"]))
             if key not in self._rows:
-                label = W.Label(f"{key[0]}% shard {key[1]}", layout=W.Layout(width="120px"))
-                bar = W.IntProgress(min=0, max=1, value=0, layout=W.Layout(width="320px"))
-                text = W.Label("", layout=W.Layout(width="auto"))
-                self._rows[key] = (label, bar, text)
+                self._rows[key] = BarRow.make(f"{key[0]}% shard {key[1]}")
                 new_rows = True
-            _, bar, text = self._rows[key]
+            bar, text = self._rows[key].bar, self._rows[key].text
             done, budget = int(rec.get("trials_done") or 0), max(1, int(rec.get("trials_budget") or 0))
             state = rec.get("state", "planned")
             eta = rec.get("eta_s")
@@ -107,6 +133,9 @@ class ShardBars:
             out.append({"tuned_at": key[0], "shard": key[1], "done": done, "budget": budget, "state": state,
                         "text": line, "tooltip": tip})
         if new_rows:
-            rows = ([self._overall] if self._overall else []) + [self._rows[k] for k in sorted(self._rows)]
-            self.widget.children = tuple(W.HBox(list(r), layout=W.Layout(align_items="center")) for r in rows)
+            self._show_rows()
         return out
+
+    def _show_rows(self) -> None:
+        rows = ([self._overall] if self._overall else []) + [self._rows[k] for k in sorted(self._rows)]
+        self.widget.children = tuple(row.box for row in rows)

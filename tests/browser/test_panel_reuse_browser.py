@@ -4,14 +4,14 @@ A notebook tunes mlp-small for real (8 trials), sweeps it, tunes again in the sa
 presses Stop mid-run; then it saves and reloads the page. Checked: the result-first status line, one time
 unit across the views, bars frozen and labelled "stopped" after Stop, the first run's sweep figure closed
 (not kept hidden) once the second run is attached, and after the reload a rendered panel whose figure's
-traces all have names, with no IndexSizeError / widget / plotly console error. Screenshots go to
-test-artifacts/.
+traces all have names, with no IndexSizeError / widget / plotly console error. A panel that has not rendered
+60 s after the reload ("Loading widget...", or an error in its place) fails the test, saying what the widget
+manager and the kernel hold. Screenshots go to test-artifacts/.
 """
 from __future__ import annotations
 
 import re
 import time
-import warnings as warnings_module
 from collections.abc import Callable
 from pathlib import Path
 
@@ -62,8 +62,8 @@ UNITS = r"""() => {
     .forEach(e => add(e.innerText));
   return found;
 }"""
-# Where a widget output still reads "Loading widget...": has the widget manager restored the kernel's models,
-# how many of its model promises are still pending, and is the panel's own model among them
+# Where the panel's output does not render: has the widget manager restored the kernel's models, how many of its
+# model promises are still pending or failed, and is the output's own model among them (and live)
 WIDGET_MANAGER = """async () => {
   const found = [];
   const walk = (w, depth) => {
@@ -71,17 +71,32 @@ WIDGET_MANAGER = """async () => {
     if (w._manager && w._manager.promise) found.push(w);
     for (const c of (w.widgets || [])) walk(c, depth + 1);
   };
-  walk(window.jupyterapp.shell.currentWidget.content.widgets[0].outputArea, 0);
+  const nb = window.jupyterapp.shell.currentWidget;
+  walk(nb.content.widgets[0].outputArea, 0);
   if (!found.length) return 'no widget renderer in the first output';
   const mgr = await found[0]._manager.promise;
   const ids = Object.keys(mgr._models || {});
-  const settled = (p) => Promise.race([p.then(() => 'ok', (e) => 'failed: ' + e),
+  const settled = (p) => Promise.race([p.then((m) => 'ok' + (m.comm_live ? ', comm live' : ''), (e) => 'failed: ' + e),
                                       new Promise((r) => setTimeout(() => r('pending'), 300))]);
   const states = await Promise.all(ids.map((k) => settled(mgr._models[k])));
-  const view = (found[0]._rerenderMimeModel || {data: {}}).data['application/vnd.jupyter.widget-view+json'];
+  const view = nb.model.cells.get(0).outputs.get(0).data['application/vnd.jupyter.widget-view+json'];
   return {restored: mgr.restoredStatus, models: ids.length, pending: states.filter((x) => x === 'pending').length,
           failed: states.filter((x) => x.startsWith('failed')).slice(0, 3),
           panel: view ? (mgr._models[view.model_id] ? await settled(mgr._models[view.model_id]) : 'not known') : '-'};
+}"""
+# What the kernel answers a reloaded page with: its live widgets, and those whose state it cannot give (one
+# such widget and the widget manager's restore never ends: issue 17 item 1)
+KERNEL_WIDGETS = """async () => {
+  const kernel = window.jupyterapp.shell.currentWidget.sessionContext.session.kernel;
+  const code = ['from ipywidgets.widgets.widget import _instances as _wb_live', '_wb_bad = []',
+    'for _wb_w in list(_wb_live.values()):', '    try: _wb_w.get_state()',
+    '    except Exception as e: _wb_bad.append(f"{type(_wb_w).__name__}: {e!r}")',
+    'print(len(_wb_live), "live widgets; cannot give their state:", _wb_bad[:3])'].join('\\n');
+  const out = [];
+  const future = kernel.requestExecute({code, silent: false, store_history: false});
+  future.onIOPub = (m) => { if (m.header.msg_type === 'stream') out.push(m.content.text); };
+  await Promise.race([future.done, new Promise((r) => setTimeout(r, 20000))]);
+  return out.join('').trim() || 'no answer in 20 s';
 }"""
 WIDGET_ERRORS = re.compile(r"IndexSizeError|createImageData|widget|plotly|anywidget", re.I)
 
@@ -125,6 +140,11 @@ def test_panel_reused_stopped_and_reloaded(request, require_browser: Callable[[]
     # sweep it: the heatmap and the lines, one unit with the other views
     assert "sweep done" in page.evaluate(RUN_CELL, [2, 180])
     page.wait_for_function("() => document.querySelectorAll('.wb-panel .js-plotly-plot').length >= 2", timeout=30_000)
+    try:  # the figure's traces reach plotly.js after its div appears: on a busy box seconds later
+        page.wait_for_function(f"() => ({TRACES})().some(f => f.some(t => t.type === 'heatmap' && t.n >= 1))",
+                               timeout=30_000, polling=500)
+    except Exception:  # noqa: BLE001 - the assertion below says what the figures hold
+        pass
     heat = [t for fig in page.evaluate(TRACES) for t in fig if t["type"] == "heatmap"]
     assert heat and heat[0]["n"] >= 1, heat
     units = page.evaluate(UNITS)  # checked at the end, so that a failure here does not hide the reload's
@@ -160,31 +180,34 @@ def test_panel_reused_stopped_and_reloaded(request, require_browser: Callable[[]
     rendered = ("() => !!document.querySelector('.wb-panel .wb-status') && "
                 "document.querySelectorAll('.wb-panel .js-plotly-plot').length >= 1 && "
                 "!document.querySelector('.jp-Notebook').innerText.includes('Loading widget')")
-    deadline = time.monotonic() + 60
-    while not page.evaluate(rendered) and time.monotonic() < deadline:
-        page.wait_for_timeout(500)
-    if not page.evaluate(rendered):
-        # About 1 reload in 7 stays on "Loading widget..." with no console error (2026-12-01, cause not found);
-        # said, not hidden, and the page must render after a second reload
-        warnings_module.warn(f"reload stuck on Loading widget for 60 s; widget manager: "
-                             f"{page.evaluate(WIDGET_MANAGER)}; warnings: {warnings[warned:][:5]}; reloading again")
-        page.reload(timeout=90_000)
-        page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=90_000)
+    def upstream_race() -> bool:
+        """The renderer gave up on a model the manager restored and holds (ipywidgets 8.1.9 waits 2 s and does not
+        retry once restored: jupyter-widgets/ipywidgets#4026), as opposed to a restore that never ends."""
+        manager, shown = page.evaluate(WIDGET_MANAGER), page.locator(".jp-Notebook").inner_text()[:300]
+        return ("model not found" in shown and isinstance(manager, dict) and bool(manager["restored"])
+                and str(manager["panel"]).startswith("ok"))
+
+    for attempt in (1, 2):
         deadline = time.monotonic() + 60
         while not page.evaluate(rendered) and time.monotonic() < deadline:
             page.wait_for_timeout(500)
+        if page.evaluate(rendered) or attempt == 2 or not upstream_race():
+            break
+        log("reload met ipywidgets#4026 (restored, not rendered): reloading once more, as a user would")
+        page.reload(timeout=90_000)
+        page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=90_000)
+        page.add_style_tag(content=".jp-toast-container, .Toastify { display: none !important; }")
     page.wait_for_timeout(2000)  # plotly draws after the widget views attach
     log(f"reloaded: {page.evaluate(STATUS)}")
     page.screenshot(path=str(artifacts / "panel-reuse-reloaded.png"), full_page=True)
     if not page.evaluate(rendered):
-        # the open part of issue 17 item 1: said as an expected failure with what the widget manager waits
-        # for, not passed; every check before the reload has been made
-        pytest.xfail(f"known open (issue 17, item 1): after two reloads the panel still reads Loading widget; "
-                     f"widget manager: {page.evaluate(WIDGET_MANAGER)}; errors: {errors[before:]}")
-    assert page.evaluate(rendered), (f"the panel did not render within 60 s of the reload: "
-                                     f"{page.locator('.jp-Notebook').inner_text()[:300]}; widget manager: "
-                                     f"{page.evaluate(WIDGET_MANAGER)}; errors: {errors[before:]}; "
-                                     f"warnings: {warnings[warned:][:5]}")
+        manager, shown = page.evaluate(WIDGET_MANAGER), page.locator(".jp-Notebook").inner_text()[:300]
+        if upstream_race():  # twice in a row: the upstream bug, said as such; a restore that hangs still fails
+            pytest.xfail(f"ipywidgets#4026 on two reloads in a row (the widget manager restored every model; "
+                         f"the renderer gave up after 2 s): {shown}; widget manager: {manager}")
+        pytest.fail(f"the panel did not render within 60 s of the reload: {shown}; widget manager: {manager}; "
+                    f"kernel: {page.evaluate(KERNEL_WIDGETS)}; errors: {errors[before:]}; "
+                    f"warnings: {warnings[warned:][:5]}")
     assert "stopped" in page.evaluate(STATUS)
     figures = page.evaluate(TRACES)
     unnamed = [t for fig in figures for t in fig if not t["name"] or re.fullmatch(r"trace \d+", t["name"])]
