@@ -3,6 +3,11 @@
 The shard file (written by the supervisor) holds the spec, the target, the task names, the trial
 budget, the tracker and the work folder. Tasks whose design space cannot be generated are skipped
 and reported (one bad task must never kill a run); the others are tuned.
+
+Bench knob, not a user option: with `WORKBENCH_BENCH_SAME_DRAWS=1` in its environment a client searches on
+one thread and seeds numpy's global RNG (which the untrained XGB scores with) with the job's seed just
+before tuning, so that a seeded tune proposes the same schedules whenever it is handed the same
+measurements (`bench/same_draws.py`). Searching on one thread is slower; nothing else changes.
 """
 from __future__ import annotations
 
@@ -21,6 +26,21 @@ from .options import EngineOptions
 from .spec import TuneSpec
 
 PARENT_PID_ENV = "WB_CLIENT_PARENT_PID"  # set by a cluster task: the client dies with the worker that started it
+
+
+SAME_DRAWS_ENV = "WORKBENCH_BENCH_SAME_DRAWS"
+
+
+def same_draws() -> bool:
+    """Whether the bench knob of the module docstring is set in this process's environment."""
+    return os.environ.get(SAME_DRAWS_ENV) == "1"
+
+
+def seed_draws(seed: int | None) -> None:
+    """What the knob does just before tuning, beside the one search thread: seed numpy's global RNG."""
+    import numpy as np
+
+    np.random.seed(0 if seed is None else seed)
 
 
 @dataclass(frozen=True)
@@ -189,7 +209,7 @@ def run(job: ShardJob) -> int:
         contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
             mine, work_dir=job.work_dir, space="post-order-apply",
             strategy=make_strategy(job.spec.strategy, job.options.first_round),
-            num_threads=job.num_threads, seed=job.seed)
+            num_threads=1 if same_draws() else job.num_threads, seed=job.seed)
         good_ctx, good_w = [], []
         for ctx, w in zip(contexts, weights):
             try:
@@ -218,7 +238,8 @@ def run(job: ShardJob) -> int:
         startup.mark("design_spaces")
         events.emit(ShardStarted(shard=job.shard, tuned_at=job.tuned_at, pid=os.getpid(), seed=job.seed,
                                  replica=job.replica, startup_s=startup.phases(), tasks=[c.task_name for c in good_ctx],
-                                 shard_trial_budget=job.trials, shard_trials_resumed=sum(done.values())))
+                                 shard_trial_budget=job.trials, shard_trials_resumed=sum(done.values()),
+                                 same_draws=same_draws()))
         if remaining == 0:
             events.emit(ShardFinished(shard=job.shard, tuned_at=job.tuned_at, shard_trials=sum(done.values()),
                                       exit_code=0, note="budget already spent (resumed)"))
@@ -227,6 +248,8 @@ def run(job: ShardJob) -> int:
         cost_model = ms.cost_model.CostModel.create(job.spec.cost_model, num_tuning_cores=job.num_threads) \
             if job.spec.cost_model == "xgb" else job.spec.cost_model
         seed = -1 if job.seed is None else job.seed
+        if same_draws():
+            seed_draws(job.seed)
         with ms.Profiler() as profiler:
             ms.tune_tasks(tasks=good_ctx, task_weights=good_w, work_dir=job.work_dir, max_trials_global=remaining,
                           max_trials_per_task=job.spec.trials_per_task,

@@ -175,6 +175,7 @@ class ShardStarted(ShardEvent):
     seed: int | None = None
     replica: int = 0
     startup_s: dict[str, float] = _dict()  # seconds by start-up phase, and "total"
+    same_draws: bool = False  # the bench knob client.SAME_DRAWS_ENV: one search thread, numpy seeded
 
 
 @dataclass(frozen=True, kw_only=True)
