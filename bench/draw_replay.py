@@ -110,6 +110,7 @@ def replay(record: dict, env: str = "stock") -> dict:
     proposed: list[dict] = []
     diverged: list[int] = []  # the batch at which the proposals left the recorded sequence
     handed: dict[str, tuple[list[float] | None, str | None]] = {}  # artifact -> the recorded outcome
+    position: dict[str, int] = {}  # artifact -> its candidate's index in the batch
     live = env == "workbench-live"
     servers = inner_builder = inner_runner = None
 
@@ -125,7 +126,7 @@ def replay(record: dict, env: str = "stock") -> dict:
             j = len(proposed)
             task = contexts[scheduler.sent].task_name if scheduler.sent is not None else None
             hashes = [str(structural_hash(b.mod)) for b in build_inputs]
-            proposed.append({"task": task, "hashes": hashes})
+            proposed.append({"task": task, "hashes": hashes, "t_s": round(time.time() - t0, 2)})
             want = recorded[j] if j < len(recorded) else None
             if want is None or want["task"] != task or want["hashes"] != hashes:
                 diverged.append(j)
@@ -141,6 +142,7 @@ def replay(record: dict, env: str = "stock") -> dict:
                     continue
                 path = path or os.path.join(tempfile.mkdtemp(dir=work), "artifact")
                 handed[path] = (None, "replayed: a run error in the recorded run") if err else (secs, None)
+                position[path] = len(results)
                 results.append(BuilderResult(path, None))
             proposed[-1]["live_built"] = [bool(g and g.artifact_path) for g in real] if live else None
             return results
@@ -165,14 +167,16 @@ def replay(record: dict, env: str = "stock") -> dict:
         def run(self, runner_inputs):
             if live:
                 real = [r for r in runner_inputs if not str(r.artifact_path).startswith(work)]
-                got = {str(r.artifact_path): f.result() for r, f in zip(real, inner_runner.run(real))}
-                proposed[-1]["live_run_secs"] = [
-                    [float(x) for x in got[p].run_secs] if p in got and got[p].run_secs else None
-                    for p in map(str, (r.artifact_path for r in runner_inputs))]
+                times: list[list[float] | None] = [None] * len(proposed[-1]["hashes"])
+                for r, f in zip(real, inner_runner.run(real)):
+                    res = f.result()
+                    if res.run_secs:
+                        times[position[str(r.artifact_path)]] = [float(x) for x in res.run_secs]
+                proposed[-1]["live_run_secs"] = times  # by candidate, None where not built or not measured
             return [ReplayFuture(handed[str(r.artifact_path)]) for r in runner_inputs]
 
     t0 = time.time()
-    error = None
+    error = tuning_from = None
     try:
         target = job.target.build()
         model = load_model(job.spec.model, job.spec.input_shape)
@@ -207,6 +211,7 @@ def replay(record: dict, env: str = "stock") -> dict:
             if job.spec.cost_model == "xgb" else job.spec.cost_model
         scheduler = StreamingScheduler(seed=-1 if job.seed is None else job.seed)
         seed_draws(job.seed)
+        tuning_from = round(time.time() - t0, 2)
         ms.tune_tasks(tasks=contexts, task_weights=weights, work_dir=work, max_trials_global=job.trials,
                       max_trials_per_task=job.spec.trials_per_task, num_trials_per_iter=job.spec.trials_per_batch,
                       builder=ReplayBuilder(), runner=ReplayRunner(), database=ms.database.JSONDatabase(work_dir=work),
@@ -221,7 +226,8 @@ def replay(record: dict, env: str = "stock") -> dict:
         if servers is not None:
             servers.stop()
         shutil.rmtree(work, ignore_errors=True)
-    return {"env": env, "proposed": proposed, "seconds": round(time.time() - t0, 1), "error": error}
+    return {"env": env, "proposed": proposed, "seconds": round(time.time() - t0, 1), "tuning_from_s": tuning_from,
+            "error": error}
 
 
 def main() -> None:

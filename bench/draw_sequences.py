@@ -161,7 +161,7 @@ def time_ratios(xs: list[dict], ys: list[dict]) -> dict:
     from candidate_timing import spearman
 
     tx = {h: (b["task"], mean_s(s)) for b in xs for h, s in zip(b["hashes"], b["run_secs"])}
-    ty = {h: mean_s(s) for b in ys for h, s in zip(b["hashes"], b["run_secs"])}
+    ty = {h: mean_s(s) for b in ys for h, s in zip(b["hashes"], b["run_secs"])}  # None: failed or not measured
     both = [(task, t, ty[h]) for h, (task, t) in tx.items() if h in ty and t is not None and ty[h] is not None]
     ratios = sorted(u / t for _, t, u in both)
     if not ratios:
@@ -181,4 +181,4 @@ def reproduced(recorded: list[dict], replayed: list[dict]) -> dict:
     k = first_divergence(recorded, replayed)
     n = min(len(recorded), len(replayed))
     return {"batches": len(recorded), "replayed": len(replayed), "reproduced": n if k is None else k,
-            "all": k is None and len(replayed) == len(recorded)}
+            "all": k is None and n == len(recorded)}  # a cut-off run's replay proposes one batch more

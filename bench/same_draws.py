@@ -58,10 +58,16 @@ REPLAYS = {"a": ("stock", "workbench-live"), "b": ("stock",), "c": ("stock",)}
 
 def parents(strategy: str) -> int:
     """How many of a task's best records the evolution starts from: population_size x init_measured_ratio."""
+    import inspect
+
+    from tvm.s_tir import meta_schedule as ms
+
     from workbench.tvm_plugins import LEAN_SEARCH
 
-    population = LEAN_SEARCH["population_size"] if strategy == "evolutionary-lean" else 512
-    return int(population * 0.2)
+    defaults = inspect.signature(ms.search_strategy.EvolutionarySearch).parameters
+    population = LEAN_SEARCH["population_size"] if strategy == "evolutionary-lean" else \
+        defaults["population_size"].default
+    return int(population * defaults["init_measured_ratio"].default)  # C++ truncates the product too
 
 
 def est_by_trials(events: list[dict]) -> dict[str, float]:
@@ -82,16 +88,16 @@ def tune_one(label: str, seed: int, args, home: str) -> dict:
     t0 = time.time()
     run = wb.tune(spec, home=home, runner=cfg["runner"], builder=cfg["builder"], first_round="evolutionary")
     status = run.wait(timeout=args.run_timeout)
-    if status not in ("done", "partial", "failed", "crashed"):
+    if status in ("running", "starting"):  # keep what it measured: stop it and read its database
         run.stop()
-        status = f"cut off after {args.run_timeout:.0f} s ({status})"
+        status = f"cut off after {args.run_timeout:.0f} s"
     events = run.event_list()
     started = next((e for e in events if e["kind"] == "shard_started"), {})
-    job_path = os.path.join(run.dir, "stages", "100", "shard-0.json")
     results = run.folder.read_results()
     rec = {"name": f"{label}-seed{seed}", "label": label, "config": cfg["name"], "seed": seed, "run": run.id,
-           "status": status, "date": time.strftime("%Y-%m-%d %H:%M"), "load_at_start": round(load, 2), "load_at_end": round(os.getloadavg()[0], 2),
-           "launch_to_end_s": round(time.time() - t0, 1), "same_draws": started.get("same_draws"),
+           "status": status, "date": time.strftime("%Y-%m-%d %H:%M"), "load_at_start": round(load, 2),
+           "load_at_end": round(os.getloadavg()[0], 2), "launch_to_end_s": round(time.time() - t0, 1),
+           "same_draws": started.get("same_draws"),
            "skipped": [e["task"] for e in events if e["kind"] == "task_skipped"],
            "weights": {e["task"]: e["weight"] for e in events if e["kind"] == "batch"},
            "est_us_by_trials": est_by_trials(events),
@@ -101,9 +107,13 @@ def tune_one(label: str, seed: int, args, home: str) -> dict:
         rec["tuning_s"] = round(t_end - t_start, 1)
     except ValueError:
         rec["tuning_s"] = None
-    with open(job_path) as f:
-        rec["job"] = json.load(f)
-    rec["sequence"] = run_sequence(run.dir)
+    job_path = os.path.join(run.dir, "stages", "100", "shard-0.json")
+    db = os.path.join(run.dir, "stages", "100", "shard-0", "database_tuning_record.json")
+    rec["job"] = None
+    if os.path.exists(job_path):
+        with open(job_path) as f:
+            rec["job"] = json.load(f)
+    rec["sequence"] = run_sequence(run.dir) if os.path.exists(db) else []
     return rec
 
 
@@ -144,6 +154,11 @@ def analyse(doc: dict) -> dict:
         entry["replays"] = {f"{r['name']}@{env}": ds.reproduced(r["sequence"], rep["proposed"]) | {
             "error": rep.get("error"), "seconds": rep.get("seconds")}
             for r in got.values() if r for env, rep in (r.get("replays") or {}).items()}
+        # A live replay measured the run's own candidates again with the pipeline: the same schedules both ways.
+        entry["live_remeasured_over_recorded"] = {
+            f"{r['name']}@{env}": ds.time_ratios(r["sequence"], [{**b, "run_secs": b["live_run_secs"]} for b in
+                                                                 rep["proposed"] if b.get("live_run_secs")])
+            for r in got.values() if r for env, rep in (r.get("replays") or {}).items() if env.endswith("-live")}
         per_seed[str(seed)] = entry
     rates = {}
     for pair, cmps in pairs.items():
@@ -226,7 +241,7 @@ def main() -> None:
                   f"{len(rec['sequence'])} batches, est µs by trials {rec['est_us_by_trials']}", flush=True)
         if args.no_replay:
             continue
-        for rec in [r for r in doc["runs"] if r["seed"] == seed]:
+        for rec in [r for r in doc["runs"] if r["seed"] == seed and r.get("job") and r["sequence"]]:
             for env in [e for e in REPLAYS[rec["label"]] if e in args.replay_envs.split(",")]:
                 if (rec.get("replays") or {}).get(env, {}).get("error", "none") is None:
                     continue  # replayed already (a merged or --replay-only call)
