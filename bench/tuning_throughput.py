@@ -9,7 +9,7 @@ K may exceed the model's task count: the extra shards are seeded search replicas
 tasks (`workbench.shards.plan_shards`). `KxS@P/Ngpu` places the S servers round-robin on the first N GPUs (one MPS daemon each), for scaling
 runs on multi-GPU hosts. Workbench configs draw each task's first batch as the plan's `auto` does
 (TVM's evolution on CUDA, at random on CPUs: `tvm_plugins.RandomFirstRound`); a `+evo` or `+rand`
-suffix forces one or the other; a `+batch` suffix measures each batch over one RPC session per server (`workbench/batch_runner.py`, the product's default runner since 2026-11-30; without the suffix a config measures as stock's `RPCRunner` does, one session per candidate); a `+cut` suffix stops a batch waiting for a straggling build (`tvm_plugins.StragglerCut`). Every config gets the same model, trial budget, batch size, cost model
+suffix forces one or the other; a `+batch` suffix measures each batch over one RPC session per server (`workbench/batch_runner.py`, the product's default runner since 2026-11-30; without the suffix a config measures as stock's `RPCRunner` does, one session per candidate); a `+cut` suffix stops a batch waiting for a straggling build (`tvm_plugins.StragglerCut`); a `+dask` suffix runs the shard clients on a Dask LocalCluster (`--cluster local`: a worker process per shard, the cores split between them). Every config gets the same model, trial budget, batch size, cost model
 and seed.
 
 For each config it reports trials per second, wall time, the final model latency (compiled with
@@ -40,7 +40,7 @@ import workbench as wb  # noqa: E402
 from workbench.hardware import TargetSpec, resolve_target  # noqa: E402
 from workbench.sweep import infer_at  # noqa: E402
 
-CONFIG_RE = re.compile(r"^(\d+)x(\d+)@(\d+)(?:/(\d+)gpu)?(\+evo|\+rand)?(\+batch)?(\+cut)?(\+lean)?$")
+CONFIG_RE = re.compile(r"^(\d+)x(\d+)@(\d+)(?:/(\d+)gpu)?(\+evo|\+rand)?(\+batch)?(\+cut)?(\+lean)?(\+dask)?$")
 TOLERANCE = 1.03
 
 
@@ -50,13 +50,14 @@ def parse_config(text: str) -> dict:
                 "first_round": "evolutionary", "gpus": 1, "strategy": "evolutionary"}
     m = CONFIG_RE.match(text)
     if not m:
-        raise SystemExit(f"bad config {text!r}: use stock or KxS@P[/Ngpu][+evo|+rand][+batch][+cut][+lean], e.g. 2x2@50 or "
+        raise SystemExit(f"bad config {text!r}: use stock or KxS@P[/Ngpu][+evo|+rand][+batch][+cut][+lean][+dask], e.g. 2x2@50 or "
                          "4x8@50/2gpu")
     k, s, p = map(int, m.groups()[:3])
     return {"name": text, "shards": k, "servers": s, "slice": p, "runner": "rpc-batch" if m.group(6) else "rpc",
             "builder": "persistent-cut" if m.group(7) else "persistent",
             "first_round": {"+evo": "evolutionary", "+rand": "random"}.get(m.group(5), "auto"), "gpus": int(m.group(4) or 1),
-            "strategy": "evolutionary-lean" if m.group(8) else "evolutionary"}
+            "strategy": "evolutionary-lean" if m.group(8) else "evolutionary",
+            "cluster": "local" if m.group(9) else None}
 
 
 def tuning_window(events: list[dict]) -> tuple[float, float]:
@@ -176,7 +177,7 @@ def warm_intrinsics(target_kind: str, home: str) -> float:
 def run_config(cfg: dict, args, home: str, seed: int) -> dict:
     spec = wb.TuneSpec(model=args.model, target=args.target, slices=(cfg["slice"],), servers=cfg["servers"],
                        shards=cfg["shards"], trials=args.trials, trials_per_batch=args.batch, seed=seed,
-                       strategy=cfg["strategy"],
+                       strategy=cfg["strategy"], cluster=cfg.get("cluster"),
                        sweep_slices=(100,), cost_model=args.cost_model, measure_timeout_s=args.measure_timeout,
                        gpus=tuple(range(cfg["gpus"])) if wb.detect_hardware().gpus else None,
                        builder_workers=None if cfg["name"] == "stock" else args.builder_workers)

@@ -167,7 +167,12 @@ def make_run(home: str, *, slices: tuple[int, ...] = (50, 100), finished: bool =
     """
     spec = TuneSpec(model="mlp-small", slices=slices, servers=1, shards=2, trials=8, trials_per_batch=2)
     task_list = fake_tasks(tasks, tuned)
-    run_id = run_id or f"{time.strftime('%Y%m%d-%H%M%S')}-mlp-small-fake"
+    if run_id is None:  # two runs made within one second get distinct ids, as the engine's own do
+        stamp, n = time.strftime('%Y%m%d-%H%M%S'), 1
+        run_id = f"{stamp}-mlp-small-fake"
+        while os.path.exists(os.path.join(home, "runs", run_id)):
+            n += 1
+            run_id = f"{stamp}-mlp-small-fake{n}"
     d = os.path.join(home, "runs", run_id)
     os.makedirs(os.path.join(d, "logs"), exist_ok=True)
     with open(os.path.join(d, "spec.json"), "w") as f:

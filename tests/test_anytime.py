@@ -8,6 +8,8 @@ import sys
 
 import pytest
 
+from bench_scripts import bench_module
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, "bench", "anytime.py")
 CONFIG = "1x1@100+batch"
@@ -17,13 +19,7 @@ SUMMARY = {"model": str, "seeds": list, "stock_wall_s": float, "stock_final_ms":
 
 
 def _bench_module(name: str = "anytime"):
-    """A bench script imported as a module (bench/ put on the path once)."""
-    import importlib
-
-    bench = os.path.join(ROOT, "bench")
-    if bench not in sys.path:
-        sys.path.insert(0, bench)
-    return importlib.import_module(name)
+    return bench_module(name)
 
 
 def _first_within(checkpoints: list[dict], ms: float) -> float | None:

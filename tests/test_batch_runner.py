@@ -3,6 +3,7 @@ import glob
 import os
 
 import workbench as wb
+from conftest import CHEAP_SEARCH
 
 
 def _sessions(run):
@@ -10,7 +11,7 @@ def _sessions(run):
 
 
 def test_batch_runner_measures_every_candidate_over_few_sessions(tmp_path):
-    spec = wb.TuneSpec(model="mlp-small", shards=1, servers=1, trials=8, trials_per_batch=4, sweep_slices=(100,))
+    spec = wb.TuneSpec(model="mlp-small", shards=1, servers=1, trials=8, trials_per_batch=4, **CHEAP_SEARCH)
     runs = {r: wb.tune(spec, home=str(tmp_path / r), runner=r) for r in ("rpc-batch", "rpc")}
     for name, run in runs.items():
         assert run.wait(timeout=480) == "done", (name, run.message)

@@ -16,6 +16,8 @@ import sys
 
 import pytest
 
+from bench_scripts import bench_module
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "bench", "results")
 FOLDER = re.compile(r"^\d{4}-\d{2}-\d{2}-(h200|h200x2|cpu)-[a-z0-9][a-z0-9.@+-]*$")
@@ -196,8 +198,7 @@ def test_rebuilt_untuned_sweep_is_the_committed_one(rebuilt):
 def test_untuned_rows_come_from_slice_matrix_folders(tmp_path):
     """A slice-matrix folder's *.untuned.csv (bench/slice_study.py sweep) becomes h200_slice_untuned.csv's rows, its
     *.sweep.csv stays h200_slice_matrix.csv's, neither read as the other."""
-    sys.path.insert(0, os.path.join(ROOT, "bench"))
-    import report
+    report = bench_module("report")
 
     folder = tmp_path / "results" / "2026-12-01-cpu-study"
     folder.mkdir(parents=True)

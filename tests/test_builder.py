@@ -50,7 +50,7 @@ def test_a_straggler_is_dropped_and_the_pool_builds_on(tmp_path, monkeypatch, cp
 
 
 def test_tune_with_the_cutting_builder_reports_every_build(tmp_path):
-    spec = wb.TuneSpec(model="mlp-small", shards=1, servers=1, trials=4, trials_per_batch=4, sweep_slices=(100,))
+    spec = wb.TuneSpec(model="mlp-small", shards=1, servers=1, trials=4, trials_per_batch=4)
     run = wb.tune(spec, home=str(tmp_path), builder="persistent-cut")
     assert run.wait(timeout=480) == "done", run.message
     for e in run.event_list("batch"):

@@ -233,6 +233,16 @@ def test_a_cluster_run_writes_what_a_local_run_writes(tmp_path):
     assert _lines(os.path.join(remote.dir, "logs", "client-100-0.log")) or \
         not _lines(os.path.join(local.dir, "logs", "client-100-0.log"))
     assert os.listdir(tmp_path / "cluster" / "worker-runs") == []  # nothing left in the workers' own folders
+    view = remote.cluster()
+    assert local.cluster() is None and view.local and view.cores == sum(w["nthreads"] for w in ready["workers"])
+    assert sorted(", ".join(view.workers.ran).split(", ")) == ["0 @100 %", "1 @100 %"]
+    assert (view.workers.running == "").all() and not view.workers.lost.any()
+    from widgets import Panel  # the notebook's view of it: the cluster next to the servers
+    shown = Panel(remote)._servers.value
+    assert "servers: 100% server" in shown and f"LocalCluster on this machine at {ready['address']}: 2 workers" in shown
+    for e in remote.event_list("shard_placed"):
+        assert re.search(re.escape(e["worker"]) + r" on \S+ \(\d+ threads?\): ran shard " + str(e["shard"]), shown)
+    assert ("Dask dashboard" in shown) == bool(ready["dashboard"])
     assert _with_home(tmp_path / "cluster") == [] and not _listening(int(ready["address"].rsplit(":", 1)[1]))
 
 
@@ -264,6 +274,8 @@ def test_a_worker_killed_mid_run_costs_no_record(tmp_path):
     assert final[:len(kept)] == kept and len(final) == planned["shard_trial_budget"]  # every record received kept
     assert len(_lines(os.path.join(run.dir, "stages", "100", "merged", RECORDS))) == spec.trials
     assert "worker_lost" in set(run.errors().kind)
+    workers = run.cluster().workers.set_index("worker")
+    assert workers.lost[placed["worker"]] and "0 @100 %" in workers.ran[again["worker"]]
     assert run.progress().trials_done.sum() == spec.trials  # Run reads the restarted shard's events as one shard
     assert os.listdir(tmp_path / "worker-runs") == []  # the killed worker's folder went when the shard restarted
     assert _with_home(tmp_path) == []  # the LocalCluster (its restarted worker too) closed with the run

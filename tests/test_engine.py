@@ -12,6 +12,7 @@ import psutil
 import pytest
 
 import workbench as wb
+from conftest import CHEAP_SEARCH
 from workbench import store
 from workbench.recommend import tuned_vs_untuned
 from workbench.procs import group_alive
@@ -153,7 +154,8 @@ def test_list_show_and_csv(finished_run, tmp_path):
 
 
 def test_stop_then_resume_keeps_records_and_finishes_budget(tmp_path):
-    spec = wb.TuneSpec(model="mlp-small", shards=1, servers=1, slices=(100,), trials=12, trials_per_batch=4)
+    spec = wb.TuneSpec(model="mlp-small", shards=1, servers=1, slices=(100,), trials=12, trials_per_batch=4,
+                       **CHEAP_SEARCH)
     run = wb.tune(spec, home=str(tmp_path))
     for event in run.follow(timeout=300):
         if event["kind"] == "batch":
@@ -202,7 +204,8 @@ def test_views_inside_consistent_read_one_set_of_events(finished_run, tmp_path):
 
 
 def test_finish_keeps_what_was_found_and_resume_of_a_done_run_does_nothing(tmp_path):
-    spec = wb.TuneSpec(model="mlp-small", shards=1, servers=1, slices=(100, 50), trials=400, trials_per_batch=4)
+    spec = wb.TuneSpec(model="mlp-small", shards=1, servers=1, slices=(100, 50), trials=400, trials_per_batch=4,
+                       **CHEAP_SEARCH)
     run = wb.tune(spec, home=str(tmp_path))
     seen = 0
     for event in run.follow(timeout=300):

@@ -11,6 +11,7 @@ import psutil
 import pytest
 
 import workbench as wb
+from conftest import CHEAP_SEARCH
 from workbench import diskspace, store
 from workbench.procs import group_alive
 
@@ -52,7 +53,7 @@ def _wait_for(run, kind: str, timeout: float = 300, **match):
 
 
 def test_killed_shard_leaves_a_partial_run_with_its_records(tmp_path):
-    spec = wb.TuneSpec(model="mlp-small", shards=2, servers=1, trials=40, trials_per_batch=4)
+    spec = wb.TuneSpec(model="mlp-small", shards=2, servers=1, trials=40, trials_per_batch=4, **CHEAP_SEARCH)
     run = wb.tune(spec, home=str(tmp_path))
     _wait_for(run, "batch", shard=0)
     stage = os.path.join(run.dir, "stages", "100")
@@ -72,7 +73,7 @@ def test_killed_shard_leaves_a_partial_run_with_its_records(tmp_path):
 
 
 def test_killed_tracker_fails_the_run_with_a_clear_message(tmp_path):
-    spec = wb.TuneSpec(model="mlp-small", shards=1, servers=1, trials=40, trials_per_batch=4)
+    spec = wb.TuneSpec(model="mlp-small", shards=1, servers=1, trials=40, trials_per_batch=4, **CHEAP_SEARCH)
     run = wb.tune(spec, home=str(tmp_path))
     _wait_for(run, "batch")
     os.killpg(_pid_of(run, "tvm.exec.rpc_tracker"), signal.SIGKILL)
@@ -120,7 +121,7 @@ def _assert_nothing_left(run, timeout: float = 10.0) -> None:
 
 
 def test_killed_server_fails_over_to_the_remaining_one(tmp_path):
-    spec = wb.TuneSpec(model="mlp-small", shards=1, servers=2, trials=16, trials_per_batch=4)
+    spec = wb.TuneSpec(model="mlp-small", shards=1, servers=2, trials=16, trials_per_batch=4, **CHEAP_SEARCH)
     run = wb.tune(spec, home=str(tmp_path))
     _wait_for(run, "batch")
     servers = _pids_of(run, "workbench.rpc_server")
@@ -142,7 +143,7 @@ def test_killed_server_fails_over_to_the_remaining_one(tmp_path):
 
 
 def test_all_servers_killed_fails_the_run_with_a_clear_message(tmp_path):
-    spec = wb.TuneSpec(model="mlp-small", shards=1, servers=2, trials=40, trials_per_batch=4)
+    spec = wb.TuneSpec(model="mlp-small", shards=1, servers=2, trials=40, trials_per_batch=4, **CHEAP_SEARCH)
     run = wb.tune(spec, home=str(tmp_path))
     _wait_for(run, "batch")
     for pid in _pids_of(run, "workbench.rpc_server"):
@@ -204,7 +205,7 @@ def test_too_little_free_space_is_refused_before_launch(small_disk):
 
 def test_full_disk_stops_the_run_cleanly_and_keeps_its_records(small_disk):
     home = small_disk(diskspace.MIN_FREE_MB + 16)
-    spec = wb.TuneSpec(model="mlp-small", shards=1, servers=1, trials=16, trials_per_batch=4)
+    spec = wb.TuneSpec(model="mlp-small", shards=1, servers=1, trials=24, trials_per_batch=4, **CHEAP_SEARCH)
     run = wb.tune(spec, home=home)
     _wait_for(run, "batch")
     db_dir = os.path.join(run.dir, "stages", "100", "shard-0")

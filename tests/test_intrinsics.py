@@ -30,6 +30,12 @@ print(json.dumps({"report": report, "wmma": TensorIntrin.get("wmma_sync_16x16x16
                   "index_map": tvm_ffi.get_global_func("tirx.index_map_m16n8k8.matrixC") is not None}))
 """
 
+CPU = """
+import json, sys
+from workbench.intrinsics import load_family
+print(json.dumps({"report": load_family("cpu", sys.argv[1])}))
+"""
+
 
 def _run(script: str, cache: str) -> dict:
     out = subprocess.run([sys.executable, "-c", script, cache], capture_output=True, text=True, timeout=300)
@@ -45,8 +51,15 @@ def test_cached_cuda_intrinsics_equal_the_parsed_ones(tmp_path):
     assert second["report"]["source"] == "cache" and second["report"]["count"] == first["names"]
     assert second["report"]["seconds"] < first["report"]["seconds"]
     assert second["wmma"] and second["index_map"]  # the module's own global functions are registered too
-    for path in tmp_path.iterdir():  # a corrupt (or stale) cache is parsed again and rewritten
-        path.write_text("{not json")
-    again = _run(SECOND, str(tmp_path))
-    assert again["report"]["source"] == "parsed" and again["wmma"]
-    assert len(json.loads(next(tmp_path.iterdir()).read_text())["names"]) == first["names"]
+    # a corrupt (or stale) cache is parsed again and rewritten: shown on this CPU's family, a few seconds to parse
+    cpu = tmp_path / "cpu"
+    made = _run(CPU, str(cpu))
+    if made["report"]["source"] == "none needed":
+        return  # a CPU without a tensor-intrinsic family
+    assert made["report"]["source"] == "parsed" and made["report"]["count"] > 0
+    (path,) = cpu.iterdir()
+    path.write_text("{not json")
+    again = _run(CPU, str(cpu))
+    assert again["report"]["source"] == "parsed" and again["report"]["count"] == made["report"]["count"]
+    assert len(json.loads(path.read_text())["names"]) == made["report"]["count"]
+    assert _run(CPU, str(cpu))["report"]["source"] == "cache"

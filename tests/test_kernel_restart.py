@@ -65,7 +65,8 @@ def test_run_survives_a_kernel_restart_and_attach_shows_its_whole_history(tmp_pa
         kc.wait_for_ready(timeout=120)
         first_kernel = km.provisioner.process.pid
         out, _ = _execute(kc, "%load_ext workbench\n"
-                              "run = %tune --model mlp-small --servers 1 --shards 1 --trials 32 --trials-per-batch 4\n"
+                              "run = %tune --model mlp-small --servers 1 --shards 1 --trials 48 --trials-per-batch 4 "
+                              "--cost-model random --strategy replay-trace\n"
                               "print(run.id)")
         run_id = out.strip().splitlines()[-1]
         run = wb.open_run(run_id, home)
@@ -100,7 +101,7 @@ def test_run_survives_a_kernel_restart_and_attach_shows_its_whole_history(tmp_pa
         before = [t for k, t in seen["events"] if k == "batch" and t < restarted_at]
         after = [t for k, t in seen["events"] if k == "batch" and t > restarted_at]
         assert before and after, (len(before), len(after))  # tuning went on while the kernel restarted
-        assert run.progress().trials_done.iloc[0] == 32
+        assert run.progress().trials_done.iloc[0] == 48
 
         procs = store.read_json(os.path.join(run.dir, store.PROCS_FILE))
         deadline = time.monotonic() + 10

@@ -12,7 +12,7 @@ def _records(db_dir):
 
 
 def test_replicas_search_apart_and_merge_to_the_best(tmp_path):
-    spec = wb.TuneSpec(model="mlp-small", shards=4, servers=1, trials=8, trials_per_batch=2, sweep_slices=(100,))
+    spec = wb.TuneSpec(model="mlp-small", shards=4, servers=1, trials=8, trials_per_batch=2)
     run = wb.tune(spec, home=str(tmp_path))
     assert run.wait(timeout=480) == "done", (run.message, run.errors().to_dict("records"))
 
@@ -51,7 +51,7 @@ def _evolve_s(run):
 def test_first_batch_is_random_then_evolutionary_and_stock_evolves_from_the_start(tmp_path):
     """A task's first batch skips the evolution against an untrained (noise) cost model, later batches
     evolve (the replica test above shows first batches alone evolve nothing); stock evolves at once."""
-    spec = wb.TuneSpec(model="mlp-small", shards=1, servers=1, trials_per_batch=2, sweep_slices=(100,))
+    spec = wb.TuneSpec(model="mlp-small", shards=1, servers=1, trials_per_batch=2)
     runs = {"evolutionary": wb.tune(spec.replace(trials=4), home=str(tmp_path / "evo"), first_round="evolutionary"),
             "random": wb.tune(spec.replace(trials=6), home=str(tmp_path / "random"))}  # "auto" on a CPU; 2 first batches, then one more
     for mode, run in runs.items():

@@ -6,23 +6,19 @@ scheduler's inputs rebuilt from a sequence give the task the real scheduler pick
 from __future__ import annotations
 
 import copy
-import importlib
 import json
 import math
 import os
-import sys
 
 import pytest
+
+from bench_scripts import bench_module
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "bench", "results", "2026-12-01-cpu-mlp-small-same-draws", "same_draws.json")
 
 
-def _bench(name: str):
-    bench = os.path.join(ROOT, "bench")
-    if bench not in sys.path:
-        sys.path.insert(0, bench)
-    return importlib.import_module(name)
+_bench = bench_module
 
 
 @pytest.fixture(scope="module")

@@ -16,10 +16,11 @@ import pytest
 from conftest import ROOT
 from workbench import cli
 from workbench import serve as serve_mod
-from workbench.hardware import GpuInfo, Hardware
-from workbench.servers import Tracker, count_servers, free_port, tracker_summary
+from workbench.hardware import GpuInfo, Hardware, detect
+from workbench.launch import plan_run
+from workbench.servers import Tracker, count_servers, free_port, tracker_cuda_arch, tracker_summary
 from workbench.slices import SliceHost
-from workbench.spec import ServeSpec, SpecError
+from workbench.spec import ServeSpec, SpecError, TuneSpec
 
 ENV = {**os.environ, "PYTHONPATH": ROOT, "PYTHONUNBUFFERED": "1"}
 
@@ -107,6 +108,11 @@ def test_serve_registers_its_slices_a_run_measures_on_them_and_sigint_leaves_not
         logs = glob.glob(os.path.join(home, "serve", "*", "logs", "server-k-*.log"))
         sessions = [open(p).read().count("connected from") for p in sorted(logs)]
         assert len(sessions) == 2 and sum(sessions) >= 2, sessions  # the run measured on serve's servers
+        if not detect().gpus:  # a host without a GPU compiles for the servers' GPU, asked through the tracker
+            with pytest.raises(SpecError, match=r"target: cuda: the servers under key 'k' at .* have no CUDA GPU"):
+                plan_run(TuneSpec(model="mlp-small", target="cuda", tracker=f"127.0.0.1:{tracker.port}:k"))
+        with pytest.raises(SpecError, match="tracker: no server under key 'none' at .* was free within 2 s"):
+            tracker_cuda_arch(f"127.0.0.1:{tracker.port}:none", timeout=2)
 
         os.killpg(servers[1]["pid"], signal.SIGKILL)  # a server that dies is reported, not restarted
         died = out.wait_for("slice 50 %: server-1 DIED", 15, proc)

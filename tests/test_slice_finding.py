@@ -2,13 +2,12 @@
 inconclusive where tuning did not beat the untuned build at its own slice."""
 from __future__ import annotations
 
-import os
-import sys
 
 import pandas as pd
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench"))
-from slice_finding import model_finding, sensitivity  # noqa: E402
+from bench_scripts import bench_module
+
+model_finding, sensitivity = bench_module("slice_finding").model_finding, bench_module("slice_finding").sensitivity
 
 AT = (25, 50, 100)
 

@@ -33,7 +33,7 @@ from widgets.tasks import plan_line, short_task, sort_tasks, top_tasks
 
 ROOT = Path(__file__).resolve().parents[1]
 ENGINE_API = {  # what widgets/engine.py may take from the engine
-    "workbench": {"cli"}, "workbench.budget": {"describe"}, "workbench.hardware": {"Hardware", "detect"},
+    "workbench": {"cli"}, "workbench.budget": {"describe"}, "workbench.cluster_view": {"ClusterView"}, "workbench.hardware": {"Hardware", "detect"},
     "workbench.event_types": {"FAILURES"}, "workbench.events": {"describe"},
     "workbench.launch": {"resume", "tune"}, "workbench.models": {"ModelInfo", "list_models"},
     "workbench.noise": {"busy_warning"},
@@ -308,6 +308,17 @@ def test_invalid_fields_are_shown_at_the_field_and_disable_tune(home) -> None:
     assert "1 of 2 cores" in p.form.slice_info.value or "GPU" in p.form.slice_info.value
     assert "auto:" in p.form.target_info.value
 
+    c["cluster"].value = "abc"
+    assert "must be local or a Dask scheduler address" in p.snapshot()["field_errors"]["cluster"]
+    c["cluster"].value = "tcp://10.0.0.5:8786"  # a remote cluster's workers cannot reach a loopback tracker
+    assert "give the address of this machine that they reach" in p.snapshot()["field_errors"]["host"]
+    assert not p.snapshot()["buttons"]["tune"]
+    c["host"].value = "10.0.0.2"
+    assert p.snapshot()["field_errors"] == {} and p.form.values()["cluster"] == "tcp://10.0.0.5:8786"
+    assert "anyone who reaches it can run code" in p.form.host_info.value and "10.0.0.5:8786" in p.form.host_info.value
+    c["cluster"].value, c["host"].value = "", "127.0.0.1"
+    assert "cluster" not in p.form.values() and "host" not in p.form.values() and p.form.host_info.value == ""
+
     c["trials_per_batch"].value = 0
     c["tune"].click()  # clicking anyway starts nothing
     assert p.run is None and "trials_per_batch" in p.snapshot()["field_errors"]
@@ -506,6 +517,7 @@ def test_live_tuning_then_stop(home) -> None:
     c["model"].value = "mlp-small"
     c["shards"].value, c["servers"].value = 2, 2
     c["trials"].value, c["trials_per_batch"].value = 64, 4  # a budget it cannot finish before we stop it
+    c["cost_model"].value, c["strategy"].value = "random", "replay-trace"  # cheap batches: the views are the subject
     t0 = time.monotonic()
     c["tune"].click()
     run = p.run

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from workbench import cli
 from workbench.budget import describe as describe_budget
+from workbench.cluster_view import ClusterView
 from workbench.event_types import FAILURES
 from workbench.events import describe
 from workbench.hardware import Hardware, detect as detect_hardware
@@ -20,7 +21,7 @@ from workbench.spec import (COST_MODELS, DEFAULT_SWEEP, STRATEGIES, TARGETS, Sli
                             parse_slices)
 from workbench.units import fmt_seconds, fmt_us, in_unit, time_unit
 
-__all__ = ["busy_warning", "cli", "describe_budget", "FAILURES", "describe", "Hardware", "detect_hardware", "resume", "tune", "ModelInfo",
+__all__ = ["busy_warning", "ClusterView", "cli", "describe_budget", "FAILURES", "describe", "Hardware", "detect_hardware", "resume", "tune", "ModelInfo",
            "list_models", "Recommendation", "recommend_tuning_slice", "slowdown_matrix", "stands_for", "Run", "Overall",
            "list_runs", "open_run", "COST_MODELS", "DEFAULT_SWEEP", "STRATEGIES", "TARGETS", "Slice", "SpecError",
            "TuneSpec", "parse_slices", "fmt_seconds", "fmt_us", "in_unit", "time_unit"]

@@ -24,12 +24,13 @@ from .engine import COST_MODELS, DEFAULT_SWEEP, STRATEGIES, TARGETS, parse_slice
 
 ONNX = "__onnx__"
 SPEC_FIELDS = ("model", "input_shape", "target", "slices", "servers", "shards", "trials", "trials_per_batch",
-               "cost_model", "strategy")
+               "cost_model", "strategy", "cluster", "host")
 ERROR_FIELDS = (*SPEC_FIELDS, "sweep_slices")  # a SpecError.field shown at its own control (others: the general line)
 SLICE_FIELDS = ("slices", "sweep_slices")
 FIELD_NAMES = {"input_shape": "input shape", "trials_per_batch": "trials per batch", "cost_model": "cost model",
-               "sweep_slices": "sweep slices"}  # how a message names its field (others: the TuneSpec name)
+               "sweep_slices": "sweep slices", "host": "tracker address"}  # how a message names its field (others: the TuneSpec name)
 LABEL_WIDTH = "120px"
+COMPANIONS = {"cluster": ("host",)}  # a field checked with these (a remote cluster needs a reachable tracker)
 
 
 @functools.lru_cache(maxsize=1)
@@ -67,13 +68,29 @@ def slice_hint(slices: list[int] | str, target: str, hw: "engine.Hardware | None
     return "GPU: a slice is a share of the SMs (CUDA MPS active thread percentage), one tuning pass per slice"
 
 
+def host_hint(cluster: str, host: str) -> str:
+    """What the cluster and tracker fields mean together, with `--host`'s warning when the tracker is exposed."""
+    try:
+        spec = engine.TuneSpec(host=host)
+    except engine.SpecError:
+        return ""
+    words = "" if not cluster else ("the shard clients run on worker processes of a Dask LocalCluster here"
+                                    if cluster == "local" else f"the shard clients run on the workers of {cluster}, "
+                                    f"which measure through this run's tracker at {host}")
+    if spec.exposed:
+        words += ("; " if words else "") + (f"the tracker and servers listen on {host}: anyone who reaches it can "
+                                            "run code on them")
+    return words
+
+
 def check_values(values: dict[str, Any], hw: "engine.Hardware | None" = None) -> dict[str, str]:
     """Field -> error message for a dict of form values (empty when TuneSpec(**values) would be valid)."""
     hw = hw or hardware()
     errors: dict[str, str] = {}
     for name, value in values.items():
+        together = {k: values[k] for k in COMPANIONS.get(name, ()) if k in values}
         try:
-            engine.TuneSpec(**{name: value})
+            engine.TuneSpec(**{name: value, **together})
         except engine.SpecError as err:
             errors.setdefault(err.field, err.message)
         except (TypeError, ValueError) as err:
@@ -134,6 +151,9 @@ class TuneForm:
             "trials_per_batch": W.IntText(value=d.trials_per_batch, layout=W.Layout(width="90px")),
             "cost_model": W.Dropdown(options=list(COST_MODELS), value=d.cost_model, layout=W.Layout(width="120px")),
             "strategy": W.Dropdown(options=list(STRATEGIES), value=d.strategy, layout=W.Layout(width="150px")),
+            "cluster": W.Text(placeholder="none: subprocesses here; local, or tcp://HOST:PORT",
+                              layout=W.Layout(width="360px")),
+            "host": W.Text(value=d.host, layout=W.Layout(width="140px")),
             "sweep_slices": _slices_control(DEFAULT_SWEEP),
             "csv_folder": W.Text(value="workbench-export", layout=W.Layout(width="260px")),
         }
@@ -149,6 +169,7 @@ class TuneForm:
         self.model_info = W.HTML()
         self.target_info = W.HTML()
         self.slice_info = W.HTML()
+        self.host_info = W.HTML()
         c, e = self.controls, self.errors_view
         self.onnx_box = W.VBox([_row("ONNX path", c["onnx_path"]), _row("input shape", c["input_shape"])],
                                layout=W.Layout(display="none"))
@@ -164,6 +185,9 @@ class TuneForm:
             _row("cost model", c["cost_model"], W.Label("strategy", layout=W.Layout(width="70px",
                                                                                    margin="0 0 0 20px")),
                  c["strategy"]), e["cost_model"], e["strategy"],
+            _row("Dask cluster", c["cluster"], W.Label("tracker at", layout=W.Layout(width="70px",
+                                                                                    margin="0 0 0 20px")),
+                 c["host"]), self.host_info, e["cluster"], e["host"],
         ])
         self.box = W.Accordion(children=[self.widget], titles=("Tuning form",), selected_index=0)
         self.box.add_class("wb-form")  # the panel shows the form in this: open until a run is shown
@@ -185,6 +209,10 @@ class TuneForm:
         shape = c["input_shape"].value.strip()
         if onnx and shape:
             out["input_shape"] = shape
+        if c["cluster"].value.strip():
+            out["cluster"] = c["cluster"].value.strip()
+        if c["host"].value.strip() != engine.TuneSpec().host:
+            out["host"] = c["host"].value.strip()
         return out
 
     def slices(self, name: str = "slices") -> list[int] | str:
@@ -223,6 +251,8 @@ class TuneForm:
                     value if isinstance(value, str) else ",".join(map(str, value)))
             elif name in SLICE_FIELDS:
                 c[name].value = slices_text(value)
+            elif name == "cluster":
+                c[name].value = value or ""
             else:
                 c[name].value = value
         self._describe()
@@ -293,3 +323,6 @@ class TuneForm:
         hint = slice_hint(self.slices("slices"), c["target"].value)
         self.slice_info.value = (f"<div style='font-size:90%;margin-left:{LABEL_WIDTH};color:#555'>"
                                  f"{html.escape(hint)}</div>") if hint else ""
+        host = host_hint(c["cluster"].value.strip(), c["host"].value.strip())
+        self.host_info.value = (f"<div style='font-size:90%;margin-left:{LABEL_WIDTH};color:#555'>"
+                                f"{html.escape(host)}</div>") if host else ""

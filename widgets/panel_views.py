@@ -36,6 +36,30 @@ def result_line(results: pd.DataFrame) -> tuple[str, bool]:
     return f"best model {tuned} ({at}): {row['speedup']:.2f}x faster than the untuned build ({untuned})", False
 
 
+def cluster_html(view: "engine.ClusterView | None") -> str:
+    """One line for the run's Dask cluster: address, workers and cores, the dashboard, and each worker's shards."""
+    if view is None:
+        return ""
+    w = view.workers
+    where = "a LocalCluster on this machine" if view.local else "the Dask cluster"
+    head = (f"clients on {where} at {html.escape(view.address)}: {len(w)} worker{'s' * (len(w) != 1)}, "
+            f"{view.cores} cores")
+    if view.dashboard:
+        link = html.escape(view.dashboard, quote=True)
+        head += f" &middot; <a href='{link}' target='_blank' rel='noopener'>Dask dashboard</a>"
+    rows = []
+    for r in w.to_dict("records"):
+        threads = f"{int(r['nthreads'])} thread{'s' * (r['nthreads'] != 1)}" if pd.notna(r["nthreads"]) else \
+            "threads unknown"
+        doing = "; ".join(x for x in (f"runs shard {r['running']}" if r["running"] else "",
+                                      f"ran shard {r['ran']}" if r["ran"] else "") if x) or "idle"
+        text = f"{html.escape(str(r['worker']))} on {html.escape(str(r['host']))} ({threads}): {html.escape(doing)}"
+        rows.append(f"<span style='color:#c62828'>{text}, LOST (its shard restarted elsewhere)</span>"
+                    if r["lost"] else text)
+    return (f"<div class='wb-cluster' style='font-size:90%;color:#555'>{head}<br>&nbsp;&nbsp;"
+            f"{'<br>&nbsp;&nbsp;'.join(rows)}</div>")
+
+
 def tune_blocker(errors: dict[str, str]) -> str:
     """Why the form keeps Tune off, as the status says it ('to tune, fix slices: ...'); '' when nothing does."""
     spec_errors = [f"{field_name(k)}: {v}" for k, v in errors.items() if k != "sweep_slices"]
@@ -88,17 +112,18 @@ class RunViews:
             self._plan.value = plan
 
     def _update_servers(self, run: "engine.Run") -> None:
-        servers = run.servers()
-        if not len(servers):
-            return
+        """The servers and, for a run on a Dask cluster, its workers beside them."""
         items = []
-        for rec in servers.drop_duplicates(["tuned_at", "server"], keep="last").to_dict("records"):
+        servers = run.servers()
+        for rec in servers.drop_duplicates(["tuned_at", "server"], keep="last").to_dict("records") \
+                if len(servers) else []:
             ok = rec.get("slice_applied")
             reason = html.escape(str(rec.get("reason") or ""))
             items.append(f"{rec.get('tuned_at')}% server {rec.get('server')}: {reason}" if ok else
                          f"<span style='color:#c62828'>{rec.get('tuned_at')}% server {rec.get('server')}: "
                          f"NOT SLICED ({reason})</span>")
-        value = f"<div style='font-size:90%;color:#555'>servers: {'; '.join(items)}</div>"
+        value = f"<div style='font-size:90%;color:#555'>servers: {'; '.join(items)}</div>" if items else ""
+        value += cluster_html(run.cluster())
         if self._servers.value != value:
             self._servers.value = value
 

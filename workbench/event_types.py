@@ -7,6 +7,7 @@ had (events.parse reads those logs). events.py writes, reads and describes event
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, ClassVar, Literal, get_args
 
 PhaseName = Literal["servers", "tuning", "merging", "compiling", "verifying", "sweeping"]
@@ -16,12 +17,8 @@ TERMINAL: tuple[str, ...] = get_args(RunStatus)
 KINDS: dict[str, type[Event]] = {}
 
 
-def _list() -> Any:
-    return field(default_factory=list)
-
-
-def _dict() -> Any:
-    return field(default_factory=dict)
+_list: Any = partial(field, default_factory=list)  # a field whose default is a new list (dict) per event
+_dict: Any = partial(field, default_factory=dict)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -16,6 +16,7 @@ from .budget import plan_budget
 from .control import start_supervisor
 from .finisher import repair_databases
 from .options import EngineOptions
+from .servers import tracker_cuda_arch
 from .shards import extract_tasks, plan_shards, task_info
 from .slices import slice_notes
 from .spec import SpecError, TuneSpec
@@ -32,8 +33,11 @@ def plan_run(spec: TuneSpec, hw: Hardware | None = None, options: EngineOptions 
             raise SpecError("cluster", "needs Dask's distributed: pip install -e '.[cluster]'")
     hw = hw or detect()
     check_model(spec.model, spec.input_shape)
-    kind = resolve_target(spec.target, hw) if not spec.tracker or spec.target != "auto" else hw.default_target
-    tspec = target_spec(kind, hw)
+    if spec.tracker and spec.target == "cuda" and not hw.gpus:  # GPU servers elsewhere: compile for their GPU
+        kind, tspec = "cuda", target_spec("cuda", hw, arch=tracker_cuda_arch(spec.tracker))
+    else:
+        kind = resolve_target(spec.target, hw) if not spec.tracker or spec.target != "auto" else hw.default_target
+        tspec = target_spec(kind, hw)
     if kind == "cuda" and not spec.tracker:
         gpus = list(choose_gpus(spec.gpus, len(hw.gpus)))
     elif spec.gpus is not None:

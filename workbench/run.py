@@ -14,6 +14,7 @@ from typing import Any
 import pandas as pd
 
 from . import store
+from .cluster_view import ClusterView, cluster_view
 from .event_types import (FAILURES, TERMINAL, Batch, Event, FinishRequested, Launched, Phase, RunFinished, RunStarted,
                           ServerReady, ShardPlanned, SweepPoint, Telemetry)
 from .events import EventReader, as_dict
@@ -255,6 +256,11 @@ class Run:
 
     def servers(self) -> pd.DataFrame:
         return pd.DataFrame([as_dict(e) for e in self._all(ServerReady)])
+
+    def cluster(self) -> ClusterView | None:
+        """The Dask cluster the shard clients ran on (workers, cores, which shard runs where, the dashboard);
+        None when they ran as local subprocesses."""
+        return cluster_view(self._all())
 
     def errors(self) -> pd.DataFrame:
         return pd.DataFrame([as_dict(e) for e in self._all(*FAILURES)])

@@ -9,6 +9,8 @@ import json
 import os
 import socket
 import struct
+import subprocess
+import sys
 import time
 from dataclasses import dataclass
 
@@ -16,6 +18,7 @@ from .event_types import ServerLost, ServerReady
 from .procs import ManagedProcess, ProcessError, python_argv, tail
 from .store import RunDir
 from .slices import SliceBinding
+from .spec import SpecError, parse_tracker
 
 READY_TIMEOUT_S = 120.0
 
@@ -64,6 +67,36 @@ def probe_tracker(host: str, port: int, timeout: float = 5.0) -> dict:
     if code != base.TrackerCode.SUCCESS:
         raise RuntimeError(f"its summary failed ({summary!r})")
     return summary
+
+
+def tracker_cuda_arch(tracker: str, timeout: float = 60.0) -> str:
+    """The CUDA architecture ('sm_90') of a GPU behind `tracker` (HOST:PORT:KEY), read in one short session with
+    one of its servers: what a host without a GPU of its own compiles for. Raises SpecError("tracker", ...)."""
+    host, port, key = parse_tracker(tracker)
+    try:
+        probe_tracker(host, port)
+    except (OSError, RuntimeError) as err:
+        raise SpecError("tracker", f"no TVM RPC tracker answers at {host}:{port} ({err})") from None
+    # In a child process: TVM's request waits for a free server without a deadline, and its client retries a
+    # vanished tracker for a minute; a thread doing that would outlive this call.
+    code = ("import json, sys; from tvm import rpc; h, p, k = sys.argv[1:4]; "
+            "dev = rpc.connect_tracker(h, int(p)).request(k, priority=1, session_timeout=30).cuda(0); "
+            "print(json.dumps([bool(dev.exist), str(dev.compute_version) if dev.exist else '']))")
+    try:
+        proc = subprocess.run([sys.executable, "-c", code, host, str(port), key], capture_output=True, text=True,
+                              timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise SpecError("tracker", f"no server under key {key!r} at {host}:{port} was free within {timeout:.0f} s to "
+                                   "read its GPU's architecture (to compile for it, as this host has no GPU)") from None
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or [""])[-1]
+        raise SpecError("tracker", f"the servers under key {key!r} at {host}:{port} could not be asked for their "
+                                   f"GPU ({last})")
+    exist, version = json.loads(proc.stdout.strip().splitlines()[-1])
+    if not exist:
+        raise SpecError("target", f"cuda: the servers under key {key!r} at {host}:{port} have no CUDA GPU; "
+                                  "use --target cpu for them")
+    return "sm_" + version.replace(".", "")
 
 
 def count_servers(summary: dict, key: str) -> int:

@@ -23,10 +23,11 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 NOTEBOOK = "panel_reuse.ipynb"
 CELLS = (
     "%load_ext workbench\nfrom widgets import Panel\n"
-    "panel = Panel(model='mlp-small', shards=2, servers=2, trials=8, trials_per_batch=4, sweep_slices=[100])\npanel",
+    "panel = Panel(model='mlp-small', shards=2, servers=1, trials=8, trials_per_batch=4, sweep_slices=[100],\n"
+    "              cost_model='random', strategy='replay-trace')  # cheap batches: the panel is the subject\npanel",
     "run1 = panel.tune()\nprint('run1', await panel.wait())",
     "panel.sweep()\nprint('sweep', await panel.wait())",
-    "run2 = panel.tune(trials=64)  # more than it measures before the test presses Stop",
+    "run2 = panel.tune(trials=256)  # more than it measures before the test presses Stop",
 )
 
 RUN_CELL = """async ([i, seconds]) => {
@@ -153,7 +154,7 @@ def test_panel_reused_stopped_and_reloaded(request, require_browser: Callable[[]
 
     # run 2 in the same panel; Stop (a real click) once it has measured a batch
     page.evaluate(RUN_CELL, [3, 120])
-    page.wait_for_function(f"() => /running.* [1-9]\\d*\\/64 trials/.test(({STATUS})())", timeout=180_000, polling=250)
+    page.wait_for_function(f"() => /running.* [1-9]\\d*\\/256 trials/.test(({STATUS})())", timeout=180_000, polling=250)
     assert not any("stopped" in b for b in page.evaluate(BARS)), page.evaluate(BARS)
     log(f"run 2 measuring: {page.evaluate(BARS)}")
     page.click(".wb-panel button.wb-stop")
