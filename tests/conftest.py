@@ -6,10 +6,6 @@ from pathlib import Path
 import pytest
 
 ROOT = str(Path(__file__).resolve().parents[1])
-# For runs whose subject is not the search (faults, processes, the UI): a random cost model and replayed traces
-# make each batch cheap on 2 cores; the real search is tested where it is the subject.
-CHEAP_SEARCH = dict(cost_model="random", strategy="replay-trace")
-CHEAP_SEARCH_CLI = ("--cost-model", "random", "--strategy", "replay-trace")
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 

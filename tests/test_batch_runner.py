@@ -3,7 +3,7 @@ import glob
 import os
 
 import workbench as wb
-from conftest import CHEAP_SEARCH
+from support import CHEAP_SEARCH
 
 
 def _sessions(run):

@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from bench_scripts import bench_module
+from support import bench_module
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "bench", "results")

@@ -12,7 +12,7 @@ import psutil
 import pytest
 
 import workbench as wb
-from conftest import CHEAP_SEARCH
+from support import CHEAP_SEARCH
 from workbench import store
 from workbench.recommend import tuned_vs_untuned
 from workbench.procs import group_alive

@@ -11,7 +11,7 @@ import psutil
 import pytest
 
 import workbench as wb
-from conftest import CHEAP_SEARCH
+from support import CHEAP_SEARCH
 from workbench import diskspace, store
 from workbench.procs import group_alive
 

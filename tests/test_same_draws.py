@@ -12,7 +12,7 @@ import os
 
 import pytest
 
-from bench_scripts import bench_module
+from support import bench_module
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "bench", "results", "2026-12-01-cpu-mlp-small-same-draws", "same_draws.json")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from bench_scripts import bench_module
+from support import bench_module
 
 model_finding, sensitivity = bench_module("slice_finding").model_finding, bench_module("slice_finding").sensitivity
 
