@@ -515,7 +515,7 @@ def test_live_tuning_then_stop(home) -> None:
     p = Panel()
     c = p.controls
     c["model"].value = "mlp-small"
-    c["shards"].value, c["servers"].value = 2, 2
+    c["shards"].value, c["servers"].value = 2, 1
     c["trials"].value, c["trials_per_batch"].value = 64, 4  # a budget it cannot finish before we stop it
     c["cost_model"].value, c["strategy"].value = "random", "replay-trace"  # cheap batches: the views are the subject
     t0 = time.monotonic()

@@ -97,7 +97,7 @@ def jupyter_lab(lab_root: Path, tmp_path_factory) -> Iterator[str]:
         "c.ServerApp.allow_root = True\n"
         "c.ServerApp.open_browser = False\n"
     )
-    env = dict(os.environ, WB_NB_SMALL="1", WORKBENCH_HOME=str(work / "home"), WB_NB_EXPORT=str(work / "export"),
+    env = dict(os.environ, WB_NB_SMALL="1", WORKBENCH_HOME=str(work / "home"), WB_NB_EXPORT=str(lab_root / "export"),
                JUPYTER_CONFIG_DIR=str(work / "jupyter-config"), PYTHONPATH=str(ROOT))
     log = open(work / "server.log", "wb")
     proc = subprocess.Popen([sys.executable, "-m", "jupyterlab", "--config", str(config)], cwd=str(lab_root),

@@ -1,7 +1,11 @@
 """Open the quickstart notebook in JupyterLab (headless Chromium), run all cells, and check that the panel and
-its plotly figure render and that the run reaches 'done'. Screenshots go to test-artifacts/."""
+its plotly figure render, that the run reaches 'done', and that the cells after it show their tables and export
+the CSV files. Screenshots go to test-artifacts/. (This is the quickstart's one execution in the suite; notebooks
+02 and 03 are executed headless by tests/test_notebooks.py, which checks their saved widget state.)"""
 from __future__ import annotations
 
+import os
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -30,7 +34,7 @@ CURVE_POINTS = """() => {
 
 
 def test_quickstart_in_jupyterlab(request, require_browser: Callable[[], str], artifacts: Path,
-                                  jupyter_lab: str) -> None:
+                                  jupyter_lab: str, lab_root: Path) -> None:
     require_browser()
     page = request.getfixturevalue("page")
     errors: list[str] = []
@@ -73,6 +77,15 @@ def test_quickstart_in_jupyterlab(request, require_browser: Callable[[], str], a
     page.wait_for_function("() => document.querySelectorAll('.jp-OutputArea-output table.dataframe').length >= 3",
                            timeout=120_000, polling=500)
     page.wait_for_timeout(500)
+    shown = page.locator(".jp-Notebook").inner_text()
+    assert re.search(r"run \S+: done", shown), shown[-2000:]
+    for header in ("speedup vs untuned", "trials_done", "mlp-small"):  # results_table, progress, %workbench runs
+        assert header in shown, header
+    deadline = time.monotonic() + 60  # the export cell comes after the tables
+    while len(exported := sorted(os.listdir(lab_root / "export")) if (lab_root / "export").is_dir() else []) < 5 \
+            and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert len(exported) == 5 and any(x.endswith("-results.csv") for x in exported), exported
     page.locator(".wb-panel").scroll_into_view_if_needed()
     page.locator(".wb-panel").screenshot(path=str(artifacts / "quickstart.png"))
     print(f"quickstart in JupyterLab: {time.monotonic() - t0:.0f} s; status: {status}")
