@@ -52,10 +52,11 @@ def cluster_html(view: "engine.ClusterView | None") -> str:
         threads = f"{int(r['nthreads'])} thread{'s' * (r['nthreads'] != 1)}" if pd.notna(r["nthreads"]) else \
             "threads unknown"
         doing = "; ".join(x for x in (f"runs shard {r['running']}" if r["running"] else "",
-                                      f"ran shard {r['ran']}" if r["ran"] else "") if x) or "idle"
-        text = f"{html.escape(str(r['worker']))} on {html.escape(str(r['host']))} ({threads}): {html.escape(doing)}"
-        rows.append(f"<span style='color:#c62828'>{text}, LOST (its shard restarted elsewhere)</span>"
-                    if r["lost"] else text)
+                                      f"ran shard {r['ran']}" if r["ran"] else "",
+                                      "LOST (its shard restarted elsewhere)" if r["lost"] else "") if x) or "idle"
+        where = f" on {r['host']}" if r["host"] else ""
+        text = html.escape(f"{r['worker']}{where} ({threads}): {doing}")
+        rows.append(f"<span style='color:#c62828'>{text}</span>" if r["lost"] else text)
     return (f"<div class='wb-cluster' style='font-size:90%;color:#555'>{head}<br>&nbsp;&nbsp;"
             f"{'<br>&nbsp;&nbsp;'.join(rows)}</div>")
 

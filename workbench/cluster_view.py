@@ -29,10 +29,6 @@ class ClusterView:
         return int(self.workers["nthreads"].fillna(0).sum()) if len(self.workers) else 0
 
 
-def _label(e: ShardPlaced | ShardFinished | WorkerLost) -> str:
-    return f"{e.shard} @{e.tuned_at} %"
-
-
 def cluster_view(events: list[Event]) -> ClusterView | None:
     """The cluster of a run from its events; None for a run whose clients ran as local subprocesses."""
     ready = [e for e in events if isinstance(e, ClusterReady)]
@@ -52,7 +48,7 @@ def cluster_view(events: list[Event]) -> ClusterView | None:
             rows[e.worker]["lost"] = True
             where.pop((e.tuned_at, e.shard), None)
         elif isinstance(e, ShardFinished) and (e.tuned_at, e.shard) in where:
-            rows[where.pop((e.tuned_at, e.shard))]["ran"].append(_label(e))
+            rows[where.pop((e.tuned_at, e.shard))]["ran"].append(f"{e.shard} @{e.tuned_at} %")
     for (tuned_at, shard), worker in sorted(where.items()):
         rows[worker]["running"].append(f"{shard} @{tuned_at} %")
     table = pd.DataFrame([{**r, "running": ", ".join(r["running"]), "ran": ", ".join(r["ran"])}
