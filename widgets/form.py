@@ -126,6 +126,11 @@ def _slices_control(value: Any) -> W.Text:
                   layout=W.Layout(width="360px"))
 
 
+def _hint_html(text: str) -> str:
+    """A grey note under a field's row ('' for no note)."""
+    return f"<div style='font-size:90%;margin-left:{LABEL_WIDTH};color:#555'>{html.escape(text)}</div>" if text else ""
+
+
 def _row(label: str, control: W.Widget, *extra: W.Widget) -> W.HBox:
     return W.HBox([W.Label(label, layout=W.Layout(width=LABEL_WIDTH)), control, *extra],
                   layout=W.Layout(align_items="center"))
@@ -320,9 +325,5 @@ class TuneForm:
             self.model_info.value = (f"<span style='font-size:90%'>{html.escape(m.description)} - input "
                                      f"{'x'.join(map(str, m.input_shape))}</span>")
         self.target_info.value = f"<span style='font-size:90%'>{html.escape(target_text(c['target'].value))}</span>"
-        hint = slice_hint(self.slices("slices"), c["target"].value)
-        self.slice_info.value = (f"<div style='font-size:90%;margin-left:{LABEL_WIDTH};color:#555'>"
-                                 f"{html.escape(hint)}</div>") if hint else ""
-        host = host_hint(c["cluster"].value.strip(), c["host"].value.strip())
-        self.host_info.value = (f"<div style='font-size:90%;margin-left:{LABEL_WIDTH};color:#555'>"
-                                f"{html.escape(host)}</div>") if host else ""
+        self.slice_info.value = _hint_html(slice_hint(self.slices("slices"), c["target"].value))
+        self.host_info.value = _hint_html(host_hint(c["cluster"].value.strip(), c["host"].value.strip()))

@@ -29,21 +29,25 @@ class ClusterView:
         return int(self.workers["nthreads"].fillna(0).sum()) if len(self.workers) else 0
 
 
+def _row(worker: str, host: str, nthreads: int | None = None, pid: int | None = None,
+         tvm: str | None = None) -> dict:
+    return {"worker": worker, "host": host, "nthreads": nthreads, "pid": pid, "tvm": tvm, "running": [], "ran": [],
+            "lost": False}
+
+
 def cluster_view(events: list[Event]) -> ClusterView | None:
     """The cluster of a run from its events; None for a run whose clients ran as local subprocesses."""
     ready = [e for e in events if isinstance(e, ClusterReady)]
     if not ready:
         return None
     last = ready[-1]  # a resumed run reports the cluster it resumed on
-    rows = {w["worker"]: {"worker": w["worker"], "host": w.get("host", ""), "nthreads": w.get("nthreads"),
-                          "pid": w.get("pid"), "tvm": w.get("tvm"), "running": [], "ran": [], "lost": False}
+    rows = {w["worker"]: _row(w["worker"], w.get("host", ""), w.get("nthreads"), w.get("pid"), w.get("tvm"))
             for w in last.workers}
     where: dict[tuple[int, int], str] = {}  # (tuned_at, shard) -> the worker its client runs on now
     for e in events[events.index(last):]:
         if isinstance(e, ShardPlaced):
             where[(e.tuned_at, e.shard)] = e.worker
-            rows.setdefault(e.worker, {"worker": e.worker, "host": e.host, "nthreads": None, "pid": None,
-                                       "tvm": None, "running": [], "ran": [], "lost": False})
+            rows.setdefault(e.worker, _row(e.worker, e.host))  # a worker that joined after the cluster event
         elif isinstance(e, WorkerLost) and e.worker in rows:
             rows[e.worker]["lost"] = True
             where.pop((e.tuned_at, e.shard), None)

@@ -25,7 +25,7 @@ from .event_types import Event, HardwareFound, MpsStatus, ServerLost
 from .events import EventWriter, describe
 from .hardware import GpuInfo, Hardware, detect, usable_cores
 from .mps import MpsDaemon
-from .servers import READY_TIMEOUT_S, ServerPool, ServerSpec, count_servers, probe_tracker
+from .servers import READY_TIMEOUT_S, ServerPool, ServerSpec, answering_tracker, count_servers
 from .procs import child_env, group_alive
 from .slices import SliceBinding, SliceHost, apply_slice
 from .spec import ServeSpec, Slice, SpecError, exposure_warning
@@ -87,13 +87,7 @@ def plan_serve(spec: ServeSpec, hw: Hardware, cores: list[int] | None = None) ->
 
 def check_tracker(spec: ServeSpec) -> dict:
     """The tracker's summary; SpecError naming `tracker` when it does not answer as a TVM RPC tracker."""
-    host, port = spec.tracker_addr
-    try:
-        return probe_tracker(host, port, TRACKER_PROBE_S)
-    except (OSError, RuntimeError, ValueError) as err:
-        raise SpecError("tracker", f"no TVM RPC tracker answers at {host}:{port} ({err or type(err).__name__}); "
-                                   f"start one with `python -m tvm.exec.rpc_tracker --host {host} --port {port}`"
-                        ) from None
+    return answering_tracker(*spec.tracker_addr, TRACKER_PROBE_S)
 
 
 def bindings(host: SliceHost, slices: tuple[int, ...]) -> list[SliceBinding]:

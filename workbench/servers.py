@@ -69,14 +69,22 @@ def probe_tracker(host: str, port: int, timeout: float = 5.0) -> dict:
     return summary
 
 
+def answering_tracker(host: str, port: int, timeout: float = 5.0) -> dict:
+    """`probe_tracker`'s summary, or SpecError naming `tracker` (with how to start one) when nothing answers as a
+    TVM RPC tracker there."""
+    try:
+        return probe_tracker(host, port, timeout)
+    except (OSError, RuntimeError, ValueError) as err:
+        raise SpecError("tracker", f"no TVM RPC tracker answers at {host}:{port} ({err or type(err).__name__}); "
+                                   f"start one with `python -m tvm.exec.rpc_tracker --host {host} --port {port}`"
+                        ) from None
+
+
 def tracker_cuda_arch(tracker: str, timeout: float = 60.0) -> str:
     """The CUDA architecture ('sm_90') of a GPU behind `tracker` (HOST:PORT:KEY), read in one short session with
     one of its servers: what a host without a GPU of its own compiles for. Raises SpecError("tracker", ...)."""
     host, port, key = parse_tracker(tracker)
-    try:
-        probe_tracker(host, port)
-    except (OSError, RuntimeError) as err:
-        raise SpecError("tracker", f"no TVM RPC tracker answers at {host}:{port} ({err})") from None
+    answering_tracker(host, port)
     # In a child process: TVM's request waits for a free server without a deadline, and its client retries a
     # vanished tracker for a minute; a thread doing that would outlive this call.
     code = ("import json, sys; from tvm import rpc; h, p, k = sys.argv[1:4]; "
