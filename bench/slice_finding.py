@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from workbench.recommend import TUNING_WINS, beyond_noise, recommend_tuning_slice, slowdown_matrix, tuned_vs_untuned
+from workbench.recommend import NOT_TIMED, TUNING_WINS, beyond_noise, recommend_tuning_slice, slowdown_matrix, tuned_vs_untuned
 
 SENSITIVE = 2.0  # issue 19: a slice-sensitive model's untuned build takes at least 2x as long at 25 % as at 100 %
 
@@ -39,12 +39,15 @@ def per_inference_slice(sweep: pd.DataFrame) -> list[dict]:
     return out
 
 
-def finding_sentence(model: str, sweep: pd.DataFrame, untuned: pd.DataFrame) -> tuple[str, str]:
-    """(verdict, sentence): verdict is 'inconclusive', 'reproduced', 'refuted' or 'depends'."""
-    wins = tuned_vs_untuned(sweep, untuned)
+def finding_sentence(model: str, sweep: pd.DataFrame, untuned: pd.DataFrame,
+                     stages: pd.DataFrame | None = None) -> tuple[str, str]:
+    """(verdict, sentence): verdict is 'inconclusive', 'reproduced', 'refuted' or 'depends'. `stages`: the runs'
+    results (each stage timed at its own slice), for tuning slices the sweep did not time."""
+    wins = tuned_vs_untuned(sweep, untuned, stages=stages)
     lost = wins[~wins.wins.astype(bool)] if len(wins) else wins
     if not len(wins) or len(lost):
-        said = ", ".join(f"{int(r.tuned_at)}%: {r.speedup:.2f}x ({r.verdict})" for r in lost.itertuples()) or \
+        said = ", ".join(f"{int(r.tuned_at)}%: " + (f"{r.speedup:.2f}x ({r.verdict})" if r.verdict != NOT_TIMED
+                                                    else NOT_TIMED) for r in lost.itertuples()) or \
             "no untuned sweep to compare with"
         return "inconclusive", (f"{model}: inconclusive, tuning did not win at every tuning slice (tuned against "
                                 f"untuned at its own slice, {said}; {TUNING_WINS}x needed), so the matrix shows "
@@ -70,11 +73,11 @@ def finding_sentence(model: str, sweep: pd.DataFrame, untuned: pd.DataFrame) -> 
                        + ", ".join(f"{t}% at {c}%" for c, t in best.items()) + f"; {rec.sentence}")
 
 
-def model_finding(model: str, sweep: pd.DataFrame, untuned: pd.DataFrame) -> dict:
-    """finding.json's entry for one model."""
+def model_finding(model: str, sweep: pd.DataFrame, untuned: pd.DataFrame, stages: pd.DataFrame | None = None) -> dict:
+    """finding.json's entry for one model (`stages`: as for `finding_sentence`)."""
     rec = recommend_tuning_slice(sweep)
-    verdict, sentence = finding_sentence(model, sweep, untuned)
-    wins = tuned_vs_untuned(sweep, untuned)
+    verdict, sentence = finding_sentence(model, sweep, untuned, stages)
+    wins = tuned_vs_untuned(sweep, untuned, stages=stages)
     return {"model": model, "matrix_ms_median_iqr": _matrix(sweep, untuned),
             "per_inference_slice": per_inference_slice(sweep),
             "tuned_vs_untuned_at_own_slice": wins.to_dict("records"),

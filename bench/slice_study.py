@@ -121,9 +121,11 @@ def tune(args) -> None:
         run = wb.resume(args.resume, home=args.home)
     else:
         shape = tuple(int(x) for x in args.input_shape.split(",")) if args.input_shape else None
-        spec = wb.TuneSpec(model=args.model, input_shape=shape, target=args.target, slices=_ints(args.slices),
+        slices = _ints(args.slices)
+        sweep_at = tuple(sorted(set(_ints(args.sweep_slices)) | set(slices))) if args.sweep_slices else ()
+        spec = wb.TuneSpec(model=args.model, input_shape=shape, target=args.target, slices=slices,
                            trials=args.trials, trials_per_batch=args.trials_per_batch, shards=args.shards,
-                           servers=args.servers, sweep_slices=_ints(args.sweep_slices), label=LABEL)
+                           servers=args.servers, sweep_slices=sweep_at, label=LABEL)
         run = wb.tune(spec, home=args.home)
     print(f"run {run.id} ({run.dir})", flush=True)
     t0 = time.monotonic()
@@ -156,6 +158,7 @@ def sweep(runs: list[str], slices: list[int], out_dir: str, home: str | None, re
 
     os.makedirs(out_dir, exist_ok=True)
     tuned: dict[str, list[pd.DataFrame]] = {}
+    stages: dict[str, list[pd.DataFrame]] = {}
     untuned: dict[str, pd.DataFrame] = {}
     for ref in runs:
         run = wb.open_run(ref, home)
@@ -169,6 +172,9 @@ def sweep(runs: list[str], slices: list[int], out_dir: str, home: str | None, re
         df = pd.read_csv(run.folder.file(store.SWEEP_FILE)).assign(model=key)
         df.to_csv(os.path.join(out_dir, f"{run.id}.sweep.csv"), index=False)
         tuned.setdefault(key, []).append(df)
+        stages.setdefault(key, []).append(run.results)
+        run.results.assign(model=key, run=run.id).drop(columns=["library"], errors="ignore").to_csv(
+            os.path.join(out_dir, f"{run.id}.results.csv"), index=False)
         u = run.sweep_untuned().assign(model=key)
         if key not in untuned and len(u):  # one untuned sweep per model: every run of it compiled the same build
             untuned[key] = u
@@ -177,7 +183,7 @@ def sweep(runs: list[str], slices: list[int], out_dir: str, home: str | None, re
                 os.path.join(out_dir, f"{run.id}.jsonl.gz"), "wb", mtime=0) as dst:
             shutil.copyfileobj(src, dst)
     findings = {key: model_finding(key, pd.concat(dfs, ignore_index=True), untuned.get(key, pd.DataFrame(
-        columns=UNTUNED_CSV_COLUMNS))) for key, dfs in tuned.items()}
+        columns=UNTUNED_CSV_COLUMNS)), pd.concat(stages[key], ignore_index=True)) for key, dfs in tuned.items()}
     doc = {"slices": slices, "runs": runs, "models": findings}
     with open(os.path.join(out_dir, "finding.json"), "w") as f:
         json.dump(doc, f, indent=1, default=str)
@@ -199,7 +205,8 @@ def main(argv: list[str] | None = None) -> None:
     t.add_argument("--model")
     t.add_argument("--input-shape", default=None)
     t.add_argument("--slices", default="100", help="tuning slices, e.g. 25 (one stage) or 25,50,100 (one run)")
-    t.add_argument("--sweep-slices", default="", help="the run sweeps itself at these slices when it ends")
+    t.add_argument("--sweep-slices", default="", help="the run sweeps itself at these slices when it ends (its tuning slices added: "
+                   "each tuned model against the untuned build at its own slice)")
     t.add_argument("--trials", type=int, default=None)
     t.add_argument("--trials-per-batch", type=int, default=16)
     t.add_argument("--shards", type=int, default=1)

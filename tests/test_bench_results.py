@@ -158,7 +158,7 @@ def test_slice_matrix_has_the_columns_and_models_the_issue_names():
         mine = [r for r in rows if r["model"] == model]
         assert {int(r["tuned_at"]) for r in mine} == {25, 50, 100}
         assert {int(r["inferred_at"]) for r in mine} >= {10, 20, 30, 50, 70, 100}
-    assert {r["model"] for r in rows} == {"mlp", "resnet18-small"}
+    assert {r["model"] for r in rows} == {"mlp", "resnet18-small", "mlp:1024"}  # a study's model is named by its batch
 
 
 def test_results_are_named_by_date_and_what_was_run():

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from fake_engine import SWEEP
-from workbench.recommend import recommend_tuning_slice, stands_for, tuned_vs_untuned
+from workbench.recommend import NOT_TIMED, recommend_tuning_slice, stands_for, tuned_vs_untuned
 
 
 def _sweep(lat: list[float], iqr: list[float], busy: list[float] | None = None) -> pd.DataFrame:
@@ -71,4 +71,20 @@ def test_tuned_against_untuned_at_its_own_slice() -> None:
     assert table.loc[50, "verdict"] == "faster" and not table.loc[50, "wins"]  # 0.48 / 0.45: under 1.3x
     assert table.loc[100, "verdict"] == "within noise" and not table.loc[100, "wins"]  # 0.08 apart, IQR 0.1
     assert abs(table.loc[25, "speedup"] - 1.5) < 1e-12
-    assert tuned_vs_untuned(sweep, untuned.iloc[0:0]).empty
+    never = tuned_vs_untuned(sweep, untuned.iloc[0:0])  # no comparison made: kept, and not a win
+    assert list(never.tuned_at) == [25, 50, 100] and not never.wins.any() and (never.verdict == NOT_TIMED).all()
+
+
+def test_a_tuning_slice_the_sweep_missed_is_compared_by_its_stage_timing() -> None:
+    """A sweep at 10,20,30,50,70,100 has no 25 % point: the finisher's timing of the 25 % stage (results) stands in,
+    and without it the slice is not timed, never silently dropped (it once made 1.24x pass as a win)."""
+    sweep = pd.DataFrame({"tuned_at": [25, 25, 100], "inferred_at": [20, 100, 100], "latency_ms_median": [2.1, 0.8, 0.4],
+                          "latency_ms_iqr": [0.01] * 3})
+    untuned = pd.DataFrame({"inferred_at": [20, 100], "latency_ms_median": [2.6, 0.55], "latency_ms_iqr": [0.01] * 2})
+    stages = pd.DataFrame({"tuned_at": [25, 100], "tuned_ms": [1.68, 0.41], "tuned_iqr_ms": [0.001] * 2,
+                           "untuned_ms": [2.08, 0.54], "untuned_iqr_ms": [0.001] * 2})
+    table = tuned_vs_untuned(sweep, untuned, stages=stages).set_index("tuned_at")
+    assert table.loc[25, "source"] == "stage" and abs(table.loc[25, "speedup"] - 2.08 / 1.68) < 1e-12
+    assert not table.loc[25, "wins"] and table.loc[100, "source"] == "sweep" and table.loc[100, "wins"]
+    alone = tuned_vs_untuned(sweep, untuned).set_index("tuned_at")
+    assert alone.loc[25, "verdict"] == NOT_TIMED and not alone.loc[25, "wins"]

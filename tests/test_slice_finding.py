@@ -41,6 +41,12 @@ def test_inconclusive_when_a_tuned_model_is_not_13x_faster_than_untuned_at_its_o
     f = model_finding("m", sweep, _untuned((2.0, 1.4, 0.6)))  # 0.6 / 0.5 = 1.2x at 100 %
     assert f["verdict"] == "inconclusive" and "100%: 1.20x (faster)" in f["finding"]
     assert model_finding("m", sweep, UNTUNED_SLOW.iloc[0:0])["verdict"] == "inconclusive"
+    unswept = sweep[sweep.inferred_at != 25]  # the 25 % model never timed at 25 %: not a win
+    f = model_finding("m", unswept, UNTUNED_SLOW)
+    assert f["verdict"] == "inconclusive" and "25%: not timed at its own slice" in f["finding"]
+    stage = pd.DataFrame({"tuned_at": [25], "tuned_ms": [1.0], "tuned_iqr_ms": [0.005], "untuned_ms": [2.0],
+                          "untuned_iqr_ms": [0.005]})
+    assert model_finding("m", unswept, UNTUNED_SLOW, stage)["tuned_vs_untuned_at_own_slice"][0]["source"] == "stage"
 
 
 def test_refuted_when_every_model_is_within_noise_or_the_full_gpu_model_is_best() -> None:

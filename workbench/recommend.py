@@ -129,26 +129,41 @@ def recommend_tuning_slice(sweep: pd.DataFrame) -> Recommendation | None:
 
 
 TUNING_WINS = 1.3  # issue 19: a tuned model counts as tuned when at least this much faster than untuned
+NOT_TIMED = "not timed at its own slice"
 
 
-def tuned_vs_untuned(sweep: pd.DataFrame, untuned: pd.DataFrame, wins: float = TUNING_WINS) -> pd.DataFrame:
+def tuned_vs_untuned(sweep: pd.DataFrame, untuned: pd.DataFrame, wins: float = TUNING_WINS,
+                     stages: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per tuning slice, its model against the untuned build at that same slice (`Run.sweep_untuned`): tuned_ms,
     untuned_ms (median), speedup (untuned / tuned), `verdict` ('faster', 'slower', 'within noise' by the IQRs) and
-    `wins`: faster beyond the noise and at least `wins` times as fast. Tuning slices the untuned sweep lacks are left
-    out."""
-    cols = ["tuned_at", "tuned_ms", "tuned_iqr_ms", "untuned_ms", "untuned_iqr_ms", "speedup", "verdict", "wins"]
-    if not len(sweep) or not len(untuned):
+    `wins`: faster beyond the noise and at least `wins` times as fast. Where the sweep lacks a tuning slice's own
+    point, `stages` (a run's `results`: the finisher timed each stage's tuned and untuned builds at its own slice)
+    stands in; `source` says which. A tuning slice timed at its own slice by neither is kept, as NOT_TIMED: a
+    comparison that was never made is not a win."""
+    cols = ["tuned_at", "tuned_ms", "tuned_iqr_ms", "untuned_ms", "untuned_iqr_ms", "speedup", "verdict", "wins",
+            "source"]
+    if not len(sweep):
         return pd.DataFrame(columns=cols)
+    staged = {int(r["tuned_at"]): r for r in stages.to_dict("records")} if stages is not None and len(stages) else {}
     rows = []
     for t_at in sorted({int(t) for t in sweep.tuned_at}):
-        own, base = _at(sweep[sweep.tuned_at == t_at], t_at), _at(untuned, t_at)
-        if own is None or base is None:
+        own, base = _at(sweep[sweep.tuned_at == t_at], t_at), _at(untuned, t_at) if len(untuned) else None
+        if own is not None and base is not None:
+            t, t_iqr = float(own["latency_ms_median"]), float(own["latency_ms_iqr"])
+            u, u_iqr = float(base["latency_ms_median"]), float(base["latency_ms_iqr"])
+            source = "sweep"
+        elif t_at in staged and pd.notna(staged[t_at].get("tuned_ms")) and pd.notna(staged[t_at].get("untuned_ms")):
+            r = staged[t_at]
+            t, t_iqr, u, u_iqr = (float(r[k]) for k in ("tuned_ms", "tuned_iqr_ms", "untuned_ms", "untuned_iqr_ms"))
+            source = "stage"
+        else:
+            rows.append({"tuned_at": t_at, "tuned_ms": None, "tuned_iqr_ms": None, "untuned_ms": None,
+                         "untuned_iqr_ms": None, "speedup": None, "verdict": NOT_TIMED, "wins": False, "source": None})
             continue
-        t, t_iqr = float(own["latency_ms_median"]), float(own["latency_ms_iqr"])
-        u, u_iqr = float(base["latency_ms_median"]), float(base["latency_ms_iqr"])
         said = verdict(t, t_iqr, u, u_iqr)
         rows.append({"tuned_at": t_at, "tuned_ms": t, "tuned_iqr_ms": t_iqr, "untuned_ms": u, "untuned_iqr_ms": u_iqr,
-                     "speedup": u / t, "verdict": said, "wins": bool(said == "faster" and u / t >= wins)})
+                     "speedup": u / t, "verdict": said, "wins": bool(said == "faster" and u / t >= wins),
+                     "source": source})
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -188,4 +203,4 @@ def _percents(value) -> list[int]:
 
 
 __all__ = ["BUSY_CORES", "Recommendation", "beyond_noise", "busy_points", "recommend_tuning_slice", "slowdown_matrix",
-           "stands_for", "tuned_vs_untuned"]
+           "stands_for", "tuned_vs_untuned", "NOT_TIMED"]
