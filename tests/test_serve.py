@@ -16,7 +16,7 @@ import pytest
 from conftest import ROOT
 from workbench import cli
 from workbench import serve as serve_mod
-from workbench.hardware import GpuInfo, Hardware, detect
+from workbench.hardware import GpuInfo, Hardware, check_sweep_here, detect
 from workbench.launch import plan_run
 from workbench.servers import Tracker, count_servers, free_port, tracker_cuda_arch, tracker_summary
 from workbench.slices import SliceHost
@@ -108,6 +108,10 @@ def test_serve_registers_its_slices_a_run_measures_on_them_and_sigint_leaves_not
         logs = glob.glob(os.path.join(home, "serve", "*", "logs", "server-k-*.log"))
         sessions = [open(p).read().count("connected from") for p in sorted(logs)]
         assert len(sessions) == 2 and sum(sessions) >= 2, sessions  # the run measured on serve's servers
+        run_dir = sorted(glob.glob(os.path.join(home, "runs", "*")))[-1]
+        timed = [e for e in map(json.loads, open(os.path.join(run_dir, "events.jsonl"))) if e["kind"] == "timed"]
+        where = f"key k at 127.0.0.1:{tracker.port}"  # the final builds timed where they were tuned, not here
+        assert [e["server"] for e in timed] == [where] and f"on the server under {where}" in tune.stdout
         if not detect().gpus:  # a host without a GPU compiles for the servers' GPU, asked through the tracker
             with pytest.raises(SpecError, match=r"target: cuda: the servers under key 'k' at .* have no CUDA GPU"):
                 plan_run(TuneSpec(model="mlp-small", target="cuda", tracker=f"127.0.0.1:{tracker.port}:k"))
@@ -190,6 +194,15 @@ def test_help_shows_the_defaults(capsys):
     for words in ("--tracker TRACKER", "HOST:PORT (required)", "e.g. 25,25,50", "(default: 127.0.0.1)",
                   "(default: 0 on a host with a GPU)", "(default: one naming this host's device"):
         assert words in text, (words, text)
+
+
+def test_a_tracker_run_for_a_gpu_this_host_lacks_cannot_be_swept_here():
+    """Its stages are timed on the tracker's servers; a sweep would time on this host's GPU, which it has not."""
+    with pytest.raises(SpecError, match=r"sweep_slices: a sweep times the models on this host's GPU, and this host "
+                                        r"has none \(no NVML\); .* behind 10.0.0.5:9190:h200"):
+        check_sweep_here("cuda", Hardware(2, (), "no NVML"), "10.0.0.5:9190:h200")
+    check_sweep_here("cpu", Hardware(2, (), "no NVML"), "10.0.0.5:9190:h200")  # a CPU it has
+    check_sweep_here("cuda", Hardware(2, (), "no NVML"), None)  # not a tracker run: resolve_target refuses it
 
 
 def test_each_slice_takes_the_next_block_of_cores():

@@ -15,6 +15,7 @@ import time
 from . import diskspace, store
 from .event_types import FinishRequested, Launched, RunFinished
 from .events import EventWriter
+from .hardware import check_sweep_here, detect
 from .mps import MpsDaemon
 from .procs import group_alive, stop_group
 from .spec import SpecError, parse_slices
@@ -57,6 +58,8 @@ def start_sweep(run, slices: list[int]) -> int:
         raise SpecError("sweep_slices", f"a sweep of run {run.id} is already running")
     if not len(run.results):
         raise SpecError("run", f"run {run.id} has no tuned model to sweep")
+    if run.spec.tracker:
+        check_sweep_here(run.plan["target"]["kind"], detect(), run.spec.tracker)
     argv = [sys.executable, "-m", "workbench.sweep", run.dir, ",".join(map(str, slices))]
     return _record_pid(run.dir, "sweeper", spawn_detached(argv, store.RunDir(run.dir).log("sweep"), dict(os.environ)))
 

@@ -326,7 +326,8 @@ class Verified(SliceEvent):
 @dataclass(frozen=True, kw_only=True)
 class Timed(SliceEvent):
     """Tuned and untuned builds timed; `verdict`: faster, slower or within noise; `kept`: tuned or untuned;
-    `busy_cores`: the most other processes kept busy on average while either was timed (None: not measured)."""
+    `busy_cores`: the most other processes kept busy on average while either was timed (None: not measured);
+    `server`: the tracker's server they were timed on (a `--tracker` run), else empty: here, at the slice."""
     KIND = "timed"
     tuned_ms: float
     untuned_ms: float
@@ -340,6 +341,7 @@ class Timed(SliceEvent):
     tuned_repeats: int | None = None
     untuned_repeats: int | None = None
     busy_cores: float | None = None
+    server: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)

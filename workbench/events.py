@@ -230,7 +230,8 @@ def describe(e: Event) -> str:
             return f"{at}outputs match untuned build: {e.match} (max abs err {err}{span})"
         case Timed():
             line = (f"{at}latency {fmt_timing(e.tuned_ms, e.tuned_iqr_ms)} tuned vs "
-                    f"{fmt_timing(e.untuned_ms, e.untuned_iqr_ms)} untuned ({e.speedup:.2f}x)")
+                    f"{fmt_timing(e.untuned_ms, e.untuned_iqr_ms)} untuned ({e.speedup:.2f}x)"
+                    + (f", on the server under {e.server}" if e.server else ""))
             if e.verdict == "slower":
                 line += ": the tuned build is slower, so the untuned build is kept"
             elif e.verdict == "within noise":

@@ -1,5 +1,6 @@
 """After a slice's tuning: merge the shard databases, keep per task the faster of tuned and default,
-compile, verify against the untuned build, time both, and record the stage's result."""
+compile, verify against the untuned build, time both (a `--tracker` run: on one of its servers), and record the
+stage's result."""
 from __future__ import annotations
 
 import os
@@ -13,7 +14,7 @@ from .hardware import TargetSpec
 from .noise import verdict
 from .shards import Shard
 from .slices import SliceHost
-from .spec import TuneSpec
+from .spec import TuneSpec, parse_tracker
 
 
 def repair_databases(run_dir: str) -> list[str]:
@@ -64,7 +65,7 @@ def finish_stage(run_dir: str, spec: TuneSpec, target: TargetSpec, tuned_at: int
                          kept_default=kept_default, choices=[c.to_dict() for c in choices]))
     phase("verifying", tuned_at=tuned_at)
     rows = infer_at(run_dir, tuned_at, {"tuned": tuned, "untuned": untuned_path}, model, target, host, env,
-                    reference=untuned_path)
+                    reference=untuned_path, tracker=parse_tracker(spec.tracker) if spec.tracker else None)
     by = {r["name"]: r for r in rows}
     t, u = by["tuned"], by["untuned"]
     events.emit(Verified(tuned_at=tuned_at, match=t.get("match"), max_abs_err=t.get("max_abs_err"),
@@ -80,13 +81,13 @@ def finish_stage(run_dir: str, spec: TuneSpec, target: TargetSpec, tuned_at: int
                       untuned_ms=u["latency_ms_median"], untuned_iqr_ms=u["latency_ms_iqr"],
                       speedup=u["latency_ms_median"] / t["latency_ms_median"], verdict=said, kept=kept,
                       sm_count=t.get("sm_count"), records=merged.records, tuned_repeats=t.get("repeats"),
-                      untuned_repeats=u.get("repeats"), busy_cores=busy))
+                      untuned_repeats=u.get("repeats"), busy_cores=busy, server=t.get("server") or ""))
     row = {"tuned_at": tuned_at, "model": spec.model, "target": target.kind,
            "tuned_ms": t["latency_ms_median"], "tuned_iqr_ms": t["latency_ms_iqr"],
            "untuned_ms": u["latency_ms_median"], "untuned_iqr_ms": u["latency_ms_iqr"],
            "speedup": u["latency_ms_median"] / t["latency_ms_median"], "verdict": said, "kept": kept,
            "match": t.get("match"), "match_note": t.get("match_note", ""), "max_abs_err": t.get("max_abs_err"),
-           "records": merged.records, "busy_cores": busy,
+           "records": merged.records, "busy_cores": busy, "timed_on": t.get("server") or "this host",
            "trials_measured": merged.records, "trials_asked": trials_asked, "finished_early": early,
            "tasks_tuned": sum(c.best_us is not None for c in choices), "kept_default": len(kept_default),
            "tasks_total": len(choices),

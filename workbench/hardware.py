@@ -102,6 +102,15 @@ def resolve_target(requested: str, hw: Hardware) -> str:
     return requested
 
 
+def check_sweep_here(kind: str, hw: Hardware, tracker: str | None) -> None:
+    """A sweep times the models on this host's device under its slices: a `--tracker` run for a GPU this host
+    lacks (its stages timed on the tracker's servers) cannot be swept here."""
+    if tracker and kind == "cuda" and not hw.gpus:
+        raise SpecError("sweep_slices", f"a sweep times the models on this host's GPU, and this host has none "
+                                        f"({hw.gpu_note}); the run's stages were timed on the servers behind "
+                                        f"{tracker}: sweep it on a host with the GPU (workbench sweep RUN there)")
+
+
 @dataclass(frozen=True)
 class TargetSpec:
     """A JSON-friendly description of a TVM target; `build()` makes the Target in any process."""

@@ -1,6 +1,8 @@
 """`python -m workbench.infer JOB_JSON`: time compiled models inside this process's slice.
 
-Started by the supervisor under a slice (MPS variables or a core set). For each library it loads
+Started by the supervisor under a slice (MPS variables or a core set), or, for a run measured on a tracker's
+servers (`rpc` in the job), on one of those servers: the libraries are uploaded and run there, on the hardware
+and slice they were tuned on, which this host may not have (a laptop tuning for a GPU elsewhere). For each library it loads
 the model, feeds the same seeded random input, optionally compares outputs with a reference
 library, and times end-to-end inference. Prints one JSON object per library on stdout.
 
@@ -23,17 +25,30 @@ from .noise import CpuWatch
 from .procs import die_with_parent
 
 
-def _device(kind: str):
+def _device(kind: str, remote=None):
     import tvm
 
-    return tvm.cuda(0) if kind == "cuda" else tvm.cpu(0)
+    where = remote if remote is not None else tvm
+    return where.cuda(0) if kind == "cuda" else where.cpu(0)
 
 
-def load_vm(path: str, dev):
+def load_vm(path: str, dev, remote=None):
     import tvm
     from tvm import relax
 
-    return relax.VirtualMachine(tvm.runtime.load_module(path), dev)
+    if remote is None:
+        return relax.VirtualMachine(tvm.runtime.load_module(path), dev)
+    name = f"{os.getpid()}-{os.path.basename(path)}"
+    remote.upload(path, name)
+    return relax.VirtualMachine(remote.load_module(name), dev)
+
+
+def connect(rpc: list) -> object:
+    """A session on a free server under the tracker's key (HOST, PORT, KEY), waiting for one as a runner does."""
+    from tvm import rpc as tvm_rpc
+
+    host, port, key = rpc
+    return tvm_rpc.connect_tracker(host, int(port)).request(key, priority=1, session_timeout=0)
 
 
 # Seeded inputs tried in turn until the reference's outputs vary: a model with sigmoid outputs (a text
@@ -95,15 +110,25 @@ def repeats_for(one_ms: float, wanted: int, min_repeat_ms: int, budget_s: float,
     return max(min(least, wanted), min(wanted, math.floor(budget_s / per_s)))
 
 
-def _timed_call(vm, x) -> tuple[np.ndarray, float]:
-    """One inference and its wall ms (copying the output back waits for the device)."""
+def _timed_call(vm, x, remote: bool = False) -> tuple[np.ndarray, float]:
+    """One inference and its wall ms (copying the output back waits for the device). Over RPC through the VM's
+    stateful calls, which carry tuple outputs as a direct call does not."""
     t0 = time.perf_counter()
-    y = _numpy(vm["main"](x))
+    if remote:
+        vm.set_input("main", x)
+        vm.invoke_stateful("main")
+        y = _numpy(vm.get_outputs("main"))
+    else:
+        y = _numpy(vm["main"](x))
     return y, (time.perf_counter() - t0) * 1e3
 
 
-def time_vm(vm, dev, x, repeat: int, min_repeat_ms: int) -> list[float]:
+def time_vm(vm, dev, x, repeat: int, min_repeat_ms: int, remote: bool = False) -> list[float]:
     """Per-repeat mean latency in ms."""
+    if remote:
+        vm.set_input("main", x)
+        evaluator = vm.time_evaluator("invoke_stateful", dev, number=1, repeat=repeat, min_repeat_ms=min_repeat_ms)
+        return [float(r) * 1e3 for r in evaluator("main").results]
     evaluator = vm.time_evaluator("main", dev, number=1, repeat=repeat, min_repeat_ms=min_repeat_ms)
     return [float(r) * 1e3 for r in evaluator(x).results]
 
@@ -111,10 +136,13 @@ def time_vm(vm, dev, x, repeat: int, min_repeat_ms: int) -> list[float]:
 def run(job: dict) -> list[dict]:
     import tvm
 
-    dev = _device(job["device"])
+    remote = connect(job["rpc"]) if job.get("rpc") else None
+    dev = _device(job["device"], remote)
     info = {"pid": os.getpid(), "slice_percent": job.get("slice_percent"),
             "mps_percentage": os.environ.get("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"),
             "cores": len(os.sched_getaffinity(0))}
+    if remote is not None:  # the server's slice is its own: this process's MPS share and cores say nothing of it
+        info.update(mps_percentage=None, cores=None, server=f"key {job['rpc'][2]} at {job['rpc'][0]}:{job['rpc'][1]}")
     if job["device"] == "cuda":
         info["sm_count"] = int(dev.multi_processor_count)
     shape, dtype, seed = tuple(job["input_shape"]), job["dtype"], job.get("seed", 0)
@@ -123,10 +151,10 @@ def run(job: dict) -> list[dict]:
     kind = "normal"
     x = tvm.runtime.tensor(random_input(shape, dtype, seed), dev)
     if reference:
-        ref_vm = load_vm(reference, dev)
+        ref_vm = load_vm(reference, dev, remote)
         for kind in INPUT_KINDS:  # the first input whose outputs vary (else the last one tried)
             x = tvm.runtime.tensor(random_input(shape, dtype, seed, kind), dev)
-            ref_out, ref_ms = _timed_call(ref_vm, x)
+            ref_out, ref_ms = _timed_call(ref_vm, x, remote is not None)
             if varies(ref_out):
                 break
     out = []
@@ -134,8 +162,8 @@ def run(job: dict) -> list[dict]:
         if path == reference:  # already loaded and run once
             vm, y, one_ms = ref_vm, ref_out, ref_ms
         else:
-            vm = load_vm(path, dev)
-            y, one_ms = _timed_call(vm, x)
+            vm = load_vm(path, dev, remote)
+            y, one_ms = _timed_call(vm, x, remote is not None)
         result = {"name": name, **info, "input": kind, "output_range": output_range(y)}
         result["finite"] = bool(np.isfinite(y).all())
         if ref_out is not None:
@@ -147,10 +175,12 @@ def run(job: dict) -> list[dict]:
         min_repeat_ms = job.get("min_repeat_ms", 50)
         repeat = repeats_for(one_ms, job.get("repeat", 15), min_repeat_ms, job.get("time_budget_s", 10.0))
         with CpuWatch() as watch:  # what else ran meanwhile: a busy machine makes the numbers noise
-            ms_list = time_vm(vm, dev, x, repeat, min_repeat_ms)
+            ms_list = time_vm(vm, dev, x, repeat, min_repeat_ms, remote is not None)
         q1, med, q3 = np.percentile(ms_list, [25, 50, 75])
+        # On a server the timed process is not ours: this host's load says nothing of the server's (None)
+        busy = watch.others_cores if remote is None else None
         result.update(latency_ms_median=float(med), latency_ms_iqr=float(q3 - q1), latency_ms=ms_list, repeats=repeat,
-                      busy_cores=watch.others_cores, timing_s=round(watch.seconds, 3))
+                      busy_cores=busy, timing_s=round(watch.seconds, 3))
         out.append(result)
         print(json.dumps(result), flush=True)
     return out

@@ -8,7 +8,7 @@ import dataclasses
 import importlib.util
 
 from . import diskspace, store
-from .hardware import Hardware, detect, resolve_target, target_spec
+from .hardware import Hardware, check_sweep_here, detect, resolve_target, target_spec
 from .models import check_model, load_model
 from .placement import choose_gpus
 from .run import Run
@@ -38,6 +38,8 @@ def plan_run(spec: TuneSpec, hw: Hardware | None = None, options: EngineOptions 
     else:
         kind = resolve_target(spec.target, hw) if not spec.tracker or spec.target != "auto" else hw.default_target
         tspec = target_spec(kind, hw)
+    if spec.sweep_slices:
+        check_sweep_here(kind, hw, spec.tracker)
     if kind == "cuda" and not spec.tracker:
         gpus = list(choose_gpus(spec.gpus, len(hw.gpus)))
     elif spec.gpus is not None:

@@ -14,7 +14,7 @@ from .events import EventWriter
 from .hardware import TargetSpec, detect
 from .mps import start_daemons
 from .procs import ManagedProcess, ProcessError, python_argv, tail
-from .slices import SliceHost, apply_slice, core_groups
+from .slices import SliceBinding, SliceHost, apply_slice, core_groups
 
 INFER_TIMEOUT_S = 600.0
 UNTUNED = "untuned"  # the untuned build's name among a sweep's libraries (the tuned ones are named by their slice)
@@ -40,21 +40,24 @@ def _wait(proc: ManagedProcess, timeout: float, should_stop: Callable[[], bool])
 
 def infer_at(run_dir: str, percent: int, libs: dict[str, str], model, target: TargetSpec,
              host: SliceHost | None, env: dict[str, str], reference: str | None = None,
-             timeout: float = INFER_TIMEOUT_S, should_stop: Callable[[], bool] = lambda: False) -> list[dict]:
+             timeout: float = INFER_TIMEOUT_S, should_stop: Callable[[], bool] = lambda: False,
+             tracker: tuple[str, int, str] | None = None) -> list[dict]:
     """Run `workbench.infer` under slice `percent` of `host` (its first GPU's daemon and the run's
     pinned-memory limit, as its servers had them; None: this process's cores, no MPS) on `libs`; return
-    one result dict per library.
+    one result dict per library. With `tracker` (HOST, PORT, KEY) the worker times them on a server under that
+    key instead, at the slice that server has (`percent` is then only the stage's name).
 
     The worker dies with its caller (Linux) and is stopped as soon as `should_stop()` (Interrupted)."""
     folder = os.path.join(run_dir, "infer")
     os.makedirs(folder, exist_ok=True)
     host = host or SliceHost(target.kind, tuple(sorted(os.sched_getaffinity(0))))
-    binding = apply_slice(host, percent)
+    binding = apply_slice(host, percent) if tracker is None else on_server(percent, tracker)
     tag = f"{percent}-{'-'.join(sorted(libs))}"
     out = os.path.join(folder, f"result-{tag}.json")
     job = {"device": target.device_type, "libs": libs, "reference": reference, "input_shape": list(model.input_shape),
            "dtype": model.dtype, "slice_percent": percent, "out": out,
-           "min_repeat_ms": 20 if target.kind == "cuda" else 50, "parent_pid": os.getpid()}
+           "min_repeat_ms": 20 if target.kind == "cuda" else 50, "parent_pid": os.getpid(),
+           "rpc": list(tracker) if tracker else None}
     job_path = os.path.join(folder, f"job-{tag}.json")
     with open(job_path, "w") as f:
         json.dump(job, f)
@@ -76,6 +79,13 @@ def infer_at(run_dir: str, percent: int, libs: dict[str, str], model, target: Ta
     for row in rows:
         row.update(binding.to_dict())
     return rows
+
+
+def on_server(percent: int, tracker: tuple[str, int, str]) -> SliceBinding:
+    """What timing on a tracker's server is: no slice applied here; the server's own, whoever started it."""
+    host, port, key = tracker
+    return SliceBinding(percent, "server", False, f"timed on a server under key {key} at {host}:{port}, at the slice "
+                                                  "that server was started with")
 
 
 def sweep_points(slices: list[int], host: SliceHost) -> list[tuple[int, tuple[int, ...]]]:
