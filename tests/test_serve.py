@@ -112,6 +112,7 @@ def test_serve_registers_its_slices_a_run_measures_on_them_and_sigint_leaves_not
         timed = [e for e in map(json.loads, open(os.path.join(run_dir, "events.jsonl"))) if e["kind"] == "timed"]
         where = f"key k at 127.0.0.1:{tracker.port}"  # the final builds timed where they were tuned, not here
         assert [e["server"] for e in timed] == [where] and f"on the server under {where}" in tune.stdout
+        assert "timed on" in tune.stdout.split("results:")[-1]  # the results table names where, for such a run
         if not detect().gpus:  # a host without a GPU compiles for the servers' GPU, asked through the tracker
             with pytest.raises(SpecError, match=r"target: cuda: the servers under key 'k' at .* have no CUDA GPU"):
                 plan_run(TuneSpec(model="mlp-small", target="cuda", tracker=f"127.0.0.1:{tracker.port}:k"))

@@ -26,6 +26,7 @@ RESULT_HEADERS: dict[str, str] = {
     "kept_default": "tasks kept on default",
     "tasks_total": "tasks",
     "busy_cores": "other processes' cores while timing",
+    "timed_on": "timed on",  # shown only for a run whose stages were timed on a tracker's server
 }
 SPREAD = {"tuned_ms": "tuned_iqr_ms", "untuned_ms": "untuned_iqr_ms"}  # latency column -> its IQR column
 
@@ -50,7 +51,8 @@ def _match(value: Any) -> str:
 def results_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
     """One row per tuning slice, RESULT_HEADERS' columns under their readable names (those the rows have)."""
     df = pd.DataFrame(rows)
-    cols = [c for c in RESULT_HEADERS if c in df]
+    here = "timed_on" not in df or (df["timed_on"].isna() | (df["timed_on"] == "this host")).all()
+    cols = [c for c in RESULT_HEADERS if c in df and not (c == "timed_on" and here)]
     out = df[cols].copy()
     if "match" in out:
         out["match"] = [_match(v) for v in out["match"].tolist()]
