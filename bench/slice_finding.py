@@ -73,17 +73,25 @@ def finding_sentence(model: str, sweep: pd.DataFrame, untuned: pd.DataFrame,
                        + ", ".join(f"{t}% at {c}%" for c, t in best.items()) + f"; {rec.sentence}")
 
 
-def model_finding(model: str, sweep: pd.DataFrame, untuned: pd.DataFrame, stages: pd.DataFrame | None = None) -> dict:
-    """finding.json's entry for one model (`stages`: as for `finding_sentence`)."""
+ONE_SEARCH = (" One tuning search per slice: the IQRs are timing noise only, and the rows also differ by search "
+              "luck, which another seed per slice would measure.")
+
+
+def model_finding(model: str, sweep: pd.DataFrame, untuned: pd.DataFrame, stages: pd.DataFrame | None = None,
+                  searches: int = 1) -> dict:
+    """finding.json's entry for one model (`stages`: as for `finding_sentence`; `searches`: the fewest tuning
+    searches, seeds, behind any tuning slice's row: with one, the sentence says what that leaves unmeasured)."""
     rec = recommend_tuning_slice(sweep)
     verdict, sentence = finding_sentence(model, sweep, untuned, stages)
+    if searches < 2 and verdict != "inconclusive":
+        sentence += ONE_SEARCH
     wins = tuned_vs_untuned(sweep, untuned, stages=stages)
     return {"model": model, "matrix_ms_median_iqr": _matrix(sweep, untuned),
             "per_inference_slice": per_inference_slice(sweep),
             "tuned_vs_untuned_at_own_slice": wins.to_dict("records"),
             "recommendation": {"tuned_at": rec.tuned_at, "worst_slowdown": round(rec.worst_slowdown, 4),
                                "choice": rec.choice, "sentence": rec.sentence} if rec else None,
-            "verdict": verdict, "finding": sentence}
+            "searches_per_slice": searches, "verdict": verdict, "finding": sentence}
 
 
 def sensitivity(timings: dict[int, dict], low: int = 25, high: int = 100) -> dict:

@@ -182,8 +182,11 @@ def sweep(runs: list[str], slices: list[int], out_dir: str, home: str | None, re
         with open(run.folder.events_file, "rb") as src, gzip.GzipFile(
                 os.path.join(out_dir, f"{run.id}.jsonl.gz"), "wb", mtime=0) as dst:
             shutil.copyfileobj(src, dst)
-    findings = {key: model_finding(key, pd.concat(dfs, ignore_index=True), untuned.get(key, pd.DataFrame(
-        columns=UNTUNED_CSV_COLUMNS)), pd.concat(stages[key], ignore_index=True)) for key, dfs in tuned.items()}
+    findings = {}
+    for key, dfs in tuned.items():
+        per_slice = pd.concat([df[["tuned_at"]].drop_duplicates() for df in dfs]).value_counts()  # runs per slice
+        findings[key] = model_finding(key, pd.concat(dfs, ignore_index=True), untuned.get(key, pd.DataFrame(
+            columns=UNTUNED_CSV_COLUMNS)), pd.concat(stages[key], ignore_index=True), int(per_slice.min()))
     doc = {"slices": slices, "runs": runs, "models": findings}
     with open(os.path.join(out_dir, "finding.json"), "w") as f:
         json.dump(doc, f, indent=1, default=str)

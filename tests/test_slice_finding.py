@@ -34,6 +34,8 @@ def test_reproduced_when_the_full_gpu_model_loses_on_small_slices_and_another_st
     assert first["beyond_noise"] == {"25": False, "50": True, "100": True}
     assert f["matrix_ms_median_iqr"]["untuned"]["25"] == [2.0, 0.005]
     assert all(r["wins"] for r in f["tuned_vs_untuned_at_own_slice"])
+    assert f["searches_per_slice"] == 1 and f["finding"].endswith("another seed per slice would measure.")
+    assert "search luck" not in model_finding("m", sweep, UNTUNED_SLOW, searches=2)["finding"]
 
 
 def test_inconclusive_when_a_tuned_model_is_not_13x_faster_than_untuned_at_its_own_slice() -> None:
