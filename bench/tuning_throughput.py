@@ -81,6 +81,17 @@ def steady_rate(events: list[dict], group_s: float = 5.0) -> float | None:
     return round(sum(n for _, n in later) / (later[-1][0] - batches[0][0]), 4)
 
 
+def batch_intervals(events: list[dict]) -> list[float]:
+    """Seconds between consecutive batches of one shard, over every shard: one batch's search, build and
+    measurement while the host is shared, without the start-up and without the tail of a shard left alone
+    (which the whole-run rates mix in; 2026-12-02 one stuck build decided those)."""
+    by: dict[int, list[float]] = {}
+    for e in events:
+        if e["kind"] == "batch":
+            by.setdefault(e["shard"], []).append(e["t"])
+    return [round(b - a, 2) for ts in by.values() for a, b in zip(sorted(ts), sorted(ts)[1:])]
+
+
 def utilisation(events: list[dict], t0: float, t1: float) -> dict:
     tel = [e for e in events if e["kind"] == "telemetry" and t0 <= e["t"] <= t1]
     cpu = [e["cpu_percent"] for e in tel]
@@ -197,6 +208,8 @@ def run_config(cfg: dict, args, home: str, seed: int) -> dict:
     out = {**cfg, "seed": seed, "status": status, "run": run.id, "trials": trials, "wall_s": round(t1 - t0, 1),
            "launch_to_end_s": round(time.time() - t_start, 1), "trials_per_s": round(trials / (t1 - t0), 4),
            "steady_trials_per_s": steady_rate(events),
+           "batch_interval_s_median": round(float(np.median(gaps)), 2) if (gaps := batch_intervals(events)) else None,
+           "batch_intervals_s": gaps,
            "first_batch_s": round(min(e["t"] for e in events if e["kind"] == "batch") - started, 1),
            "final_latency_ms": float(final.latency_ms_median), "final_latency_iqr_ms": float(final.latency_ms_iqr),
            "server_sm_counts": [e.get("sm_count") for e in servers],
@@ -321,7 +334,8 @@ def compare_seeds(rows: list[dict]) -> dict:
 
 
 def print_table(result: dict) -> None:
-    cols = ("name", "seed", "trials", "wall_s", "first_batch_s", "trials_per_s", "steady_trials_per_s", "trials_per_s_ratio", "final_latency_ms",
+    cols = ("name", "seed", "trials", "wall_s", "first_batch_s", "trials_per_s", "steady_trials_per_s",
+            "batch_interval_s_median", "trials_per_s_ratio", "final_latency_ms",
             "final_latency_ratio", "time_to_stock_latency_s", "cpu_util_mean", "gpu_util_mean")
     print("\n" + " | ".join(cols))
     for r in result["configs"]:
