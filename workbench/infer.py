@@ -137,12 +137,13 @@ def run(job: dict) -> list[dict]:
     import tvm
 
     remote = connect(job["rpc"]) if job.get("rpc") else None
+    over_rpc = remote is not None
     dev = _device(job["device"], remote)
     info = {"pid": os.getpid(), "slice_percent": job.get("slice_percent"),
             "mps_percentage": os.environ.get("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"),
             "cores": len(os.sched_getaffinity(0))}
-    if remote is not None:  # the server's slice is its own: this process's MPS share and cores say nothing of it
-        info.update(mps_percentage=None, cores=None, server=f"key {job['rpc'][2]} at {job['rpc'][0]}:{job['rpc'][1]}")
+    if over_rpc:  # the server's slice is its own: this process's MPS share and cores say nothing of it
+        info.update(mps_percentage=None, cores=None, server=job.get("server"))
     if job["device"] == "cuda":
         info["sm_count"] = int(dev.multi_processor_count)
     shape, dtype, seed = tuple(job["input_shape"]), job["dtype"], job.get("seed", 0)
@@ -154,7 +155,7 @@ def run(job: dict) -> list[dict]:
         ref_vm = load_vm(reference, dev, remote)
         for kind in INPUT_KINDS:  # the first input whose outputs vary (else the last one tried)
             x = tvm.runtime.tensor(random_input(shape, dtype, seed, kind), dev)
-            ref_out, ref_ms = _timed_call(ref_vm, x, remote is not None)
+            ref_out, ref_ms = _timed_call(ref_vm, x, over_rpc)
             if varies(ref_out):
                 break
     out = []
@@ -163,7 +164,7 @@ def run(job: dict) -> list[dict]:
             vm, y, one_ms = ref_vm, ref_out, ref_ms
         else:
             vm = load_vm(path, dev, remote)
-            y, one_ms = _timed_call(vm, x, remote is not None)
+            y, one_ms = _timed_call(vm, x, over_rpc)
         result = {"name": name, **info, "input": kind, "output_range": output_range(y)}
         result["finite"] = bool(np.isfinite(y).all())
         if ref_out is not None:
@@ -175,10 +176,10 @@ def run(job: dict) -> list[dict]:
         min_repeat_ms = job.get("min_repeat_ms", 50)
         repeat = repeats_for(one_ms, job.get("repeat", 15), min_repeat_ms, job.get("time_budget_s", 10.0))
         with CpuWatch() as watch:  # what else ran meanwhile: a busy machine makes the numbers noise
-            ms_list = time_vm(vm, dev, x, repeat, min_repeat_ms, remote is not None)
+            ms_list = time_vm(vm, dev, x, repeat, min_repeat_ms, over_rpc)
         q1, med, q3 = np.percentile(ms_list, [25, 50, 75])
         # On a server the timed process is not ours: this host's load says nothing of the server's (None)
-        busy = watch.others_cores if remote is None else None
+        busy = None if over_rpc else watch.others_cores
         result.update(latency_ms_median=float(med), latency_ms_iqr=float(q3 - q1), latency_ms=ms_list, repeats=repeat,
                       busy_cores=busy, timing_s=round(watch.seconds, 3))
         out.append(result)

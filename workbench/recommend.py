@@ -147,7 +147,7 @@ def tuned_vs_untuned(sweep: pd.DataFrame, untuned: pd.DataFrame, wins: float = T
     staged = {int(r["tuned_at"]): r for r in stages.to_dict("records")} if stages is not None and len(stages) else {}
     rows = []
     for t_at in sorted({int(t) for t in sweep.tuned_at}):
-        own, base = _at(sweep[sweep.tuned_at == t_at], t_at), _at(untuned, t_at) if len(untuned) else None
+        own, base = _at(sweep[sweep.tuned_at == t_at], t_at), _at(untuned, t_at)
         if own is not None and base is not None:
             t, t_iqr = float(own["latency_ms_median"]), float(own["latency_ms_iqr"])
             u, u_iqr = float(base["latency_ms_median"]), float(base["latency_ms_iqr"])

@@ -57,7 +57,7 @@ def infer_at(run_dir: str, percent: int, libs: dict[str, str], model, target: Ta
     job = {"device": target.device_type, "libs": libs, "reference": reference, "input_shape": list(model.input_shape),
            "dtype": model.dtype, "slice_percent": percent, "out": out,
            "min_repeat_ms": 20 if target.kind == "cuda" else 50, "parent_pid": os.getpid(),
-           "rpc": list(tracker) if tracker else None}
+           "rpc": list(tracker) if tracker else None, "server": server_name(tracker) if tracker else None}
     job_path = os.path.join(folder, f"job-{tag}.json")
     with open(job_path, "w") as f:
         json.dump(job, f)
@@ -81,10 +81,14 @@ def infer_at(run_dir: str, percent: int, libs: dict[str, str], model, target: Ta
     return rows
 
 
+def server_name(tracker: tuple[str, int, str]) -> str:
+    host, port, key = tracker
+    return f"key {key} at {host}:{port}"
+
+
 def on_server(percent: int, tracker: tuple[str, int, str]) -> SliceBinding:
     """What timing on a tracker's server is: no slice applied here; the server's own, whoever started it."""
-    host, port, key = tracker
-    return SliceBinding(percent, "server", False, f"timed on a server under key {key} at {host}:{port}, at the slice "
+    return SliceBinding(percent, "server", False, f"timed on a server under {server_name(tracker)}, at the slice "
                                                   "that server was started with")
 
 
