@@ -172,8 +172,9 @@ def sweep(runs: list[str], slices: list[int], out_dir: str, home: str | None, re
         df = pd.read_csv(run.folder.file(store.SWEEP_FILE)).assign(model=key)
         df.to_csv(os.path.join(out_dir, f"{run.id}.sweep.csv"), index=False)
         tuned.setdefault(key, []).append(df)
-        stages.setdefault(key, []).append(run.results)
-        run.results.assign(model=key, run=run.id).drop(columns=["library"], errors="ignore").to_csv(
+        results = run.results
+        stages.setdefault(key, []).append(results)
+        results.assign(model=key, run=run.id).drop(columns=["library"], errors="ignore").to_csv(
             os.path.join(out_dir, f"{run.id}.results.csv"), index=False)
         u = run.sweep_untuned().assign(model=key)
         if key not in untuned and len(u):  # one untuned sweep per model: every run of it compiled the same build
