@@ -89,7 +89,8 @@ def batch_intervals(events: list[dict]) -> list[float]:
     for e in events:
         if e["kind"] == "batch":
             by.setdefault(e["shard"], []).append(e["t"])
-    return [round(b - a, 2) for ts in by.values() for a, b in zip(sorted(ts), sorted(ts)[1:])]
+    ordered = [sorted(ts) for ts in by.values()]
+    return [round(b - a, 2) for ts in ordered for a, b in zip(ts, ts[1:])]
 
 
 def utilisation(events: list[dict], t0: float, t1: float) -> dict:

@@ -23,6 +23,7 @@ import numpy as np
 
 from .noise import CpuWatch
 from .procs import die_with_parent
+from .servers import request_session
 
 
 def _device(kind: str, remote=None):
@@ -41,14 +42,6 @@ def load_vm(path: str, dev, remote=None):
     name = f"{os.getpid()}-{os.path.basename(path)}"
     remote.upload(path, name)
     return relax.VirtualMachine(remote.load_module(name), dev)
-
-
-def connect(rpc: list) -> object:
-    """A session on a free server under the tracker's key (HOST, PORT, KEY), waiting for one as a runner does."""
-    from tvm import rpc as tvm_rpc
-
-    host, port, key = rpc
-    return tvm_rpc.connect_tracker(host, int(port)).request(key, priority=1, session_timeout=0)
 
 
 # Seeded inputs tried in turn until the reference's outputs vary: a model with sigmoid outputs (a text
@@ -136,7 +129,7 @@ def time_vm(vm, dev, x, repeat: int, min_repeat_ms: int, remote: bool = False) -
 def run(job: dict) -> list[dict]:
     import tvm
 
-    remote = connect(job["rpc"]) if job.get("rpc") else None
+    remote = request_session(*job["rpc"]) if job.get("rpc") else None
     over_rpc = remote is not None
     dev = _device(job["device"], remote)
     info = {"pid": os.getpid(), "slice_percent": job.get("slice_percent"),

@@ -80,6 +80,13 @@ def answering_tracker(host: str, port: int, timeout: float = 5.0) -> dict:
                         ) from None
 
 
+def request_session(host: str, port: int, key: str, session_timeout: float = 0):
+    """A session on a free server under `key`, waiting for one as TVM's RPC runner does (no deadline of its own)."""
+    from tvm import rpc
+
+    return rpc.connect_tracker(host, int(port)).request(key, priority=1, session_timeout=session_timeout)
+
+
 def tracker_cuda_arch(tracker: str, timeout: float = 60.0) -> str:
     """The CUDA architecture ('sm_90') of a GPU behind `tracker` (HOST:PORT:KEY), read in one short session with
     one of its servers: what a host without a GPU of its own compiles for. Raises SpecError("tracker", ...)."""
@@ -87,8 +94,8 @@ def tracker_cuda_arch(tracker: str, timeout: float = 60.0) -> str:
     answering_tracker(host, port)
     # In a child process: TVM's request waits for a free server without a deadline, and its client retries a
     # vanished tracker for a minute; a thread doing that would outlive this call.
-    code = ("import json, sys; from tvm import rpc; h, p, k = sys.argv[1:4]; "
-            "dev = rpc.connect_tracker(h, int(p)).request(k, priority=1, session_timeout=30).cuda(0); "
+    code = ("import json, sys; from workbench.servers import request_session; "
+            "dev = request_session(*sys.argv[1:4], session_timeout=30).cuda(0); "
             "print(json.dumps([bool(dev.exist), str(dev.compute_version) if dev.exist else '']))")
     try:
         proc = subprocess.run([sys.executable, "-c", code, host, str(port), key], capture_output=True, text=True,
