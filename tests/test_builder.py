@@ -49,6 +49,26 @@ def test_a_straggler_is_dropped_and_the_pool_builds_on(tmp_path, monkeypatch, cp
     assert left == kept  # every built candidate's folder, and nothing of the dropped one
 
 
+def test_shutdown_kills_a_dropped_straggler_instead_of_waiting_for_it(tmp_path, monkeypatch, cpu_design_space):
+    import psutil
+    from tvm.s_tir.meta_schedule.builder import BuilderInput
+
+    from workbench.tvm_plugins import PersistentBuilder, StragglerCut
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    mod, target = cpu_design_space
+    builder = PersistentBuilder(2, timeout_sec=60, cut=StragglerCut(factor=1.0, min_s=1.0, after=0.5),
+                                f_build=build_or_sleep)
+    results = builder.build([BuilderInput(m, target) for m in (mod, mod.with_attr("wb_test_sleep", 40))])
+    workers = [w._proc.pid for w in builder.pool._worker_map.values() if w._proc is not None]
+    t0 = time.monotonic()
+    builder.shutdown()
+    took = time.monotonic() - t0
+    assert "dropped as a straggler" in results[1].error_msg
+    assert took < 5, took  # TVM's own shutdown waited for the 40 s build
+    assert len(workers) == 2 and not any(psutil.pid_exists(pid) for pid in workers)
+
+
 def test_tune_with_the_cutting_builder_reports_every_build(tmp_path):
     spec = wb.TuneSpec(model="mlp-small", shards=1, servers=1, trials=4, trials_per_batch=4)
     run = wb.tune(spec, home=str(tmp_path), builder="persistent-cut")

@@ -9,6 +9,7 @@ link from the (serial) RPC server into the (parallel) builder workers.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import math
 import os
 import shutil
@@ -18,6 +19,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import psutil
 from tvm.ir.utils import derived_object
 from tvm_ffi import structural_hash
 from tvm.s_tir import meta_schedule as ms
@@ -162,6 +164,19 @@ class PersistentBuilder(PyBuilder):
                 for i, f in enumerate(futures) if f in pending}
 
     def shutdown(self) -> None:
+        """Stop the pool now, killing a dropped straggler that is still building.
+
+        TVM's own shutdown closes each worker's pipe first, which blocks until that worker's build returns:
+        a shard whose last batch dropped a straggler ended up to the build timeout late (16 s on the H200,
+        2026-12-02). Killed first, the workers' pipes close at once."""
+        for worker in list(self.pool._worker_map.values()):  # noqa: SLF001 - TVM exposes no other handle
+            proc = worker._proc  # noqa: SLF001
+            if proc is not None and proc.poll() is None:
+                with contextlib.suppress(OSError, psutil.Error):
+                    for child in psutil.Process(proc.pid).children(recursive=True):
+                        child.kill()
+                    proc.kill()
+        self.pool._threadpool.shutdown(wait=True)  # noqa: SLF001 - each killed worker's thread cleans it up first
         self.pool.shutdown()
 
 
