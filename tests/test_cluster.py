@@ -130,11 +130,14 @@ class Cluster:
         raise AssertionError(f"workers {names} did not join {self.address}")
 
     def stop_worker(self, name: str) -> None:
-        stop_group(self.workers.pop(name).pid)
+        proc = self.workers.pop(name)
+        stop_group(proc.pid)
+        proc.wait(timeout=10)
 
     def close(self) -> None:
         for proc in [*self.workers.values(), self.scheduler]:
             stop_group(proc.pid)
+            proc.wait(timeout=10)  # reaped: a failed test must leave no zombie for the next one to find
 
 
 @pytest.fixture
@@ -150,6 +153,17 @@ def _wait_for(run, kind: str, timeout: float = 240, after: int = 0, **match) -> 
         if i >= after and e["kind"] == kind and all(e.get(k) == v for k, v in match.items()):
             return e
     raise AssertionError(f"no {kind} {match} event; status {run.status}: {run.message}")
+
+
+def _each_started(run, after: int, shards: int, timeout: float = 240) -> list[dict]:
+    """The first `shard_started` event of each of `shards` shards among the run's events after the first `after`."""
+    found: dict[int, dict] = {}
+    for i, e in enumerate(run.follow(timeout=timeout)):
+        if i >= after and e["kind"] == "shard_started":
+            found.setdefault(e["shard"], e)
+            if len(found) == shards:
+                return list(found.values())
+    raise AssertionError(f"{len(found)} of {shards} shards started; status {run.status}: {run.message}")
 
 
 def _lines(path: str) -> list[str]:
@@ -316,8 +330,8 @@ def test_stop_leaves_nothing_on_the_workers_resume_goes_on_and_a_lost_scheduler_
     seen = run.event_count
     again = wb.resume(run.id, home=str(tmp_path / "home"))  # on the same cluster, from the records kept
     batch = _wait_for(again, "batch", after=seen)
-    resumed = {e["shard"]: e["shard_trials_resumed"] for e in again.event_list("shard_started")[-2:]}
-    assert all(resumed[k] >= len(kept[k]) for k in (0, 1)), (resumed, kept)
+    resumed = {e["shard"]: e["shard_trials_resumed"] for e in _each_started(again, seen, 2)}  # a shard may batch
+    assert all(resumed[k] >= len(kept[k]) for k in (0, 1)), (resumed, kept)  # before the other starts
     placed = [e["pid"] for e in again.event_list("shard_placed")[-2:]]
     stop_group(cluster.scheduler.pid, term_timeout=0.1)  # SIGTERM, then SIGKILL: the scheduler is gone
     t0 = time.monotonic()
