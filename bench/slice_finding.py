@@ -11,6 +11,7 @@ import pandas as pd
 
 from workbench.recommend import NOT_TIMED, TUNING_WINS, beyond_noise, recommend_tuning_slice, slowdown_matrix, tuned_vs_untuned
 
+WHOLE = 100  # the whole device, the tuning slice the claim is about
 SENSITIVE = 2.0  # issue 19: a slice-sensitive model's untuned build takes at least 2x as long at 25 % as at 100 %
 
 
@@ -52,10 +53,15 @@ def finding_sentence(model: str, sweep: pd.DataFrame, untuned: pd.DataFrame,
         return "inconclusive", (f"{model}: inconclusive, tuning did not win at every tuning slice (tuned against "
                                 f"untuned at its own slice, {said}; {TUNING_WINS}x needed), so the matrix shows "
                                 "search noise rather than the slice's effect.")
+    tuned = sorted({int(t) for t in sweep.tuned_at})
+    if len(tuned) < 2 or tuned[-1] != WHOLE:
+        return "inconclusive", (f"{model}: inconclusive, the claim compares the model tuned on the whole device "
+                                f"({WHOLE}%) with models tuned on slices, and this study has tuned at "
+                                f"{', '.join(map(str, tuned))}% only.")
     beyond, ratio = beyond_noise(sweep), slowdown_matrix(sweep)
-    full = int(max(ratio.index))
+    full = WHOLE
     small = [c for c in ratio.columns if c < full]
-    rec = recommend_tuning_slice(sweep)
+    rec = recommend_tuning_slice(sweep, untuned)
     if not beyond.to_numpy().any():
         return "refuted", (f"{model}: refuted, every tuned model times the same within the noise (IQR) on every "
                            "inference slice: the tuning slice does not matter.")
@@ -81,7 +87,7 @@ def model_finding(model: str, sweep: pd.DataFrame, untuned: pd.DataFrame, stages
                   searches: int = 1) -> dict:
     """finding.json's entry for one model (`stages`: as for `finding_sentence`; `searches`: the fewest tuning
     searches, seeds, behind any tuning slice's row: with one, the sentence says what that leaves unmeasured)."""
-    rec = recommend_tuning_slice(sweep)
+    rec = recommend_tuning_slice(sweep, untuned)
     verdict, sentence = finding_sentence(model, sweep, untuned, stages)
     if searches < 2 and verdict != "inconclusive":
         sentence += ONE_SEARCH

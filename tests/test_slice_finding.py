@@ -58,6 +58,18 @@ def test_refuted_when_every_model_is_within_noise_or_the_full_gpu_model_is_best(
     assert model_finding("m", full_best, UNTUNED_SLOW)["verdict"] == "refuted"
 
 
+def test_inconclusive_until_the_whole_device_and_a_slice_are_both_tuned() -> None:
+    """A study part-done (on the H200, 2026-12-02: tuned at 25 % alone, then 25 and 50 %) says nothing of the
+    claim yet, whatever its rows look like: no verdict from one tuning slice, or without the whole device."""
+    one = _sweep({25: (1.0, 0.7, 0.52)})
+    f = model_finding("m", one, UNTUNED_SLOW)
+    assert f["verdict"] == "inconclusive" and "tuned at 25% only" in f["finding"]
+    no_whole = _sweep({25: (1.0, 0.7, 0.52), 50: (1.3, 0.68, 0.51)})
+    f = model_finding("m", no_whole, UNTUNED_SLOW)
+    assert f["verdict"] == "inconclusive" and "tuned at 25, 50% only" in f["finding"]
+    assert f["recommendation"]["tuned_at"] == 25  # the matrix and its recommendation are still reported
+
+
 def test_depends_when_each_slice_prefers_its_own_model_and_none_stays_close() -> None:
     diagonal = _sweep({25: (1.0, 0.9, 0.7), 50: (1.2, 0.68, 0.7), 100: (1.25, 0.9, 0.5)})
     f = model_finding("m", diagonal, UNTUNED_SLOW)

@@ -164,7 +164,7 @@ class RunViews:
             self.sweep_figure = make_sweep_figure()
             self.sweep_figure.add_class("wb-sweep-fig")
             self._sweep_box.children = (self.sweep_figure, self._recommendation)
-        self._rec = recommend_tuning_slice(df)
+        self._rec = recommend_tuning_slice(df, run.sweep_untuned())
         n_sweep = len(self.sweep_figure.data)
         chosen = self._rec if self._rec is not None and self._rec.choice else None  # no outline without a choice
         self._sweep_z = update_sweep_figure(self.sweep_figure, df, chosen)

@@ -199,7 +199,7 @@ def _print_results(run, sort: str = "share", every: bool = False) -> None:
                 print(line)
         sweep = run.sweep
         if len(sweep):
-            print("\n" + sweep_lines(sweep, run.plan))
+            print("\n" + sweep_lines(sweep, run.plan, run.sweep_untuned()))
     print(f"\nrun {run.id}: {run.status} - folder {run.dir}")
 
 
@@ -215,9 +215,9 @@ def busy_lines(df, key: str, label: str) -> list[str]:
             for row in df.to_dict("records") if is_busy(row.get("busy_cores"))]
 
 
-def sweep_lines(sweep, plan: dict) -> str:
+def sweep_lines(sweep, plan: dict, untuned=None) -> str:
     """The sweep as a tuned-at x inferred-at table of median ± IQR, what merged slices stand for, busy
-    warnings and the recommendation."""
+    warnings and the recommendation (against `untuned`, the untuned build's sweep, where given)."""
     from .recommend import recommend_tuning_slice, stands_for
 
     cells = sweep.assign(cell=[_spread(m, i, short=True) for m, i in zip(
@@ -231,7 +231,7 @@ def sweep_lines(sweep, plan: dict) -> str:
                                                                                           sweep.inferred_at)])
     lines += [f"WARNING: {row['label']}: {busy_warning(row['busy_cores'])}" for row in busy.to_dict("records")
               if "busy_cores" in busy and is_busy(row.get("busy_cores"))]
-    rec = recommend_tuning_slice(sweep)
+    rec = recommend_tuning_slice(sweep, untuned)
     if rec is not None:
         lines.append(f"recommendation: {rec.sentence}")
     return "\n".join(lines)

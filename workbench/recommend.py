@@ -30,6 +30,7 @@ class Recommendation:
     sentence: str
     choice: bool = True
     busy: tuple[int, ...] = ()
+    untuned_faster_at: tuple[int, ...] = ()  # inference slices where the untuned build beats this model
 
 
 def _table(sweep: pd.DataFrame, values: str) -> pd.DataFrame:
@@ -78,9 +79,10 @@ def _span(columns) -> str:
     return f"{lo}%" if lo == hi else f"{lo}-{hi}%"
 
 
-def recommend_tuning_slice(sweep: pd.DataFrame) -> Recommendation | None:
+def recommend_tuning_slice(sweep: pd.DataFrame, untuned: pd.DataFrame | None = None) -> Recommendation | None:
     """The tuned_at whose worst-case slowdown beyond the noise, across inference slices, is smallest (None
-    without data).
+    without data). With `untuned` (the untuned build's sweep, `Run.sweep_untuned`), the sentence also names the
+    inference slices where the untuned build is faster than the recommended model beyond the noise.
 
     Only inference slices measured for every tuned model are compared, so that a model is not favoured for
     having fewer measurements. A slowdown within the noise counts as none; ties go to the larger raw worst
@@ -125,7 +127,31 @@ def recommend_tuning_slice(sweep: pd.DataFrame) -> Recommendation | None:
         were = "was" if len(busy) == 1 else "were"
         sentence += (f" {len(busy)} of {len(sweep)} timings {were} taken while other processes kept the machine busy "
                      f"(up to {most:.1f} cores, at {', '.join(map(str, busy_at))}%): they may be noise.")
-    return Recommendation(int(best), float(worst[best]), worst_at, ratio, worst, sentence, choice, busy_at)
+    slower = untuned_faster(sweep[sweep.tuned_at == best], untuned) if untuned is not None else []
+    if slower:
+        sentence += (" TVM's untuned build is faster than that model beyond the noise on " + ", ".join(
+            f"{at}% ({u:.4g} against {t:.4g} ms)" for at, t, u in slower) + ": there, keep the default build.")
+    return Recommendation(int(best), float(worst[best]), worst_at, ratio, worst, sentence, choice, busy_at,
+                          tuple(at for at, _, _ in slower))
+
+
+def untuned_faster(tuned: pd.DataFrame, untuned: pd.DataFrame) -> list[tuple[int, float, float]]:
+    """(inferred_at, tuned ms, untuned ms) wherever the untuned build is faster than `tuned` (one tuned model's
+    sweep points) beyond the noise of both."""
+    out = []
+    for row in tuned.dropna(subset=list(SWEEP_COLUMNS)).sort_values("inferred_at").to_dict("records"):
+        base = _at(untuned, int(row["inferred_at"]))
+        if base is None:
+            continue
+        t, u = float(row["latency_ms_median"]), float(base["latency_ms_median"])
+        if verdict(t, _iqr(row), u, _iqr(base)) == "slower":
+            out.append((int(row["inferred_at"]), t, u))
+    return out
+
+
+def _iqr(row: dict) -> float | None:
+    value = row.get("latency_ms_iqr")
+    return None if value is None or value != value else float(value)
 
 
 TUNING_WINS = 1.3  # issue 19: a tuned model counts as tuned when at least this much faster than untuned
