@@ -16,7 +16,8 @@ CSVs and the runs' event logs (`<run>.jsonl.gz`). Tables:
 - "lane-logs": the result lines bench/tuning_throughput.py printed (its JSONs did not come back).
   These two are compared with the experiment's stock here (`compare_steady`), steady rates included.
 - "scaling": one bench JSON on one GPU ("one_gpu") and one run's event log on more ("more_gpus").
-- "slice-matrix": the folder's *.sweep.csv, the rows of h200_slice_matrix.csv, and its *.untuned.csv (the untuned
+- "slice-matrix": the folder's *.sweep.csv, the rows of h200_slice_matrix.csv (with the run's trials per tuning
+  slice), and its *.untuned.csv (the untuned
   build's sweep, bench/slice_study.py), the rows of h200_slice_untuned.csv (header only while no folder has one).
 - "anytime": one model's entry ("model") of a bench/anytime.py JSON ("file", under the results folder):
   per seed, stock with its budget, then each workbench config finished at stock's wall time (equal time);
@@ -45,7 +46,7 @@ from experiments import Experiment, run_events  # noqa: E402
 RESULTS = os.path.join(HERE, "results")
 FOLDER = re.compile(r"^(\d{4}-\d{2}-\d{2})-([a-z0-9]+)-(.+)$")
 TOLERANCE = 1.03
-MATRIX_COLUMNS = ["model", "tuned_at", "inferred_at", "latency_ms_median", "latency_ms_iqr"]
+MATRIX_COLUMNS = ["model", "tuned_at", "inferred_at", "latency_ms_median", "latency_ms_iqr", "trials_per_stage"]
 UNTUNED_COLUMNS = ["model", "inferred_at", "latency_ms_median", "latency_ms_iqr"]
 
 
@@ -196,10 +197,13 @@ def scaling_table(e: Experiment, results: str) -> None:
 
 
 def matrix_table(e: Experiment, results: str) -> None:
-    """Latency of every tuned model at every inference slice, from the folder's sweep CSVs."""
+    """Latency of every tuned model at every inference slice, from the folder's sweep CSVs, each row with its run's
+    trial budget per tuning slice (from the run's event log), so that studies of one model at two budgets never mix."""
     for path in sorted(glob.glob(os.path.join(e.path, "*.sweep.csv"))):
+        events = run_events(results, os.path.basename(path).split(".")[0]) or []
+        trials = next((ev["spec"]["trials"] for ev in events if ev["kind"] == "run_started"), None)
         with open(path, newline="") as f:
-            e.matrix += list(csv.DictReader(f))
+            e.matrix += [dict(r, trials_per_stage=trials) for r in csv.DictReader(f)]
     for path in sorted(glob.glob(os.path.join(e.path, "*.untuned.csv"))):
         with open(path, newline="") as f:
             e.untuned += list(csv.DictReader(f))

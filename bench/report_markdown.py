@@ -125,7 +125,7 @@ def experiment_tables(e: Experiment, summary: dict) -> list[str]:
             lat = {(int(r["tuned_at"]), int(r["inferred_at"])): float(r["latency_ms_median"]) for r in mine}
             out += [f"{model}, median ms (IQR in `h200_slice_matrix.csv`):", "",
                     *table(["tuned at \\ inferred at", *(f"{p} %" for p in inferred)],
-                           [[f"{t} %", *(f"{lat[t, p]:.4f}" for p in inferred)]
+                           [[f"{t} %", *(f"{lat[t, p]:.4f}" if (t, p) in lat else "-" for p in inferred)]
                             for t in sorted({int(r["tuned_at"]) for r in mine})])]
         return out
     return []

@@ -106,6 +106,10 @@ def test_slices_and_latency(tmp_path, monkeypatch) -> None:
     text = _text(nb)
     assert re.search(r"mlp on nvidia-h200-x2, 2026-11-29, 32 trials per tuning slice", text), text[-2000:]
     assert "resnet18-small on nvidia-h200-x2, 2026-11-30, 96 trials per tuning slice" in text
+    # mlp:1024 at two budgets, never mixed; at 320 trials the untuned build beats the slice-tuned models on the GPU
+    assert "mlp:1024 on nvidia-h200, 2026-12-02, 160 trials per tuning slice" in text
+    assert "mlp:1024 on nvidia-h200, 2026-12-02, 320 trials per tuning slice" in text
+    assert "faster than that model beyond the noise on 100% (0.5447 against 0.5557 ms)" in text
     assert _has_dataframe(nb, "tuned / untuned ms at its own slice")
     assert text.count("This machine, mlp-small") == 1
     assert took < 240
