@@ -18,7 +18,8 @@ from workbench import cli
 from workbench import serve as serve_mod
 from workbench.hardware import GpuInfo, Hardware, check_sweep_here, detect
 from workbench.launch import plan_run
-from workbench.servers import Tracker, count_servers, free_port, tracker_cuda_arch, tracker_summary
+from workbench.launch import tune as wb_tune
+from workbench.servers import Tracker, count_servers, free_port, tracker_cuda_arch, tracker_servers, tracker_summary
 from workbench.slices import SliceHost
 from workbench.spec import ServeSpec, SpecError, TuneSpec
 
@@ -113,6 +114,11 @@ def test_serve_registers_its_slices_a_run_measures_on_them_and_sigint_leaves_not
         where = f"key k at 127.0.0.1:{tracker.port}"  # the final builds timed where they were tuned, not here
         assert [e["server"] for e in timed] == [where] and f"on the server under {where}" in tune.stdout
         assert "timed on" in tune.stdout.split("results:")[-1]  # the results table names where, for such a run
+        # tuned at the slice serve's servers serve, which they say over RPC (not the default 100 %)
+        assert [e["tuned_at"] for e in timed] == [50] and "tuned at 50 %, the slice the server asked" in tune.stdout
+        assert tracker_servers(f"127.0.0.1:{tracker.port}:k")["slice_percent"] == 50
+        with pytest.raises(SpecError, match=r"slices: the servers under key 'k' at .* serve a 50 % slice .* got 25 %"):
+            wb_tune(TuneSpec(model="mlp-small", slices=(25,), tracker=f"127.0.0.1:{tracker.port}:k"), home=home)
         if not detect().gpus:  # a host without a GPU compiles for the servers' GPU, asked through the tracker
             with pytest.raises(SpecError, match=r"target: cuda: the servers under key 'k' at .* have no CUDA GPU"):
                 plan_run(TuneSpec(model="mlp-small", target="cuda", tracker=f"127.0.0.1:{tracker.port}:k"))

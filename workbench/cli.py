@@ -66,8 +66,11 @@ def start_tune(args: argparse.Namespace, home: str | None) -> Run:
         print(exposure_warning(spec.host), file=sys.stderr)
     for note in _slice_notes(spec):  # said before anything starts
         print(f"note: {note}", flush=True)
-    return tune(spec, home=home, runner=args.runner, builder=args.builder, sessions=args.sessions,
-                   first_round=args.first_round)
+    run = tune(spec, home=home, runner=args.runner, builder=args.builder, sessions=args.sessions,
+               first_round=args.first_round)
+    for note in run.plan["notes"] if spec.tracker else []:  # what the tracker's servers said of their slice
+        print(f"note: {note}", flush=True)
+    return run
 
 
 def _slice_notes(spec: TuneSpec) -> list[str]:

@@ -16,13 +16,52 @@ from .budget import plan_budget
 from .control import start_supervisor
 from .finisher import repair_databases
 from .options import EngineOptions
-from .servers import tracker_cuda_arch
+from .servers import tracker_cuda_arch, tracker_servers
 from .shards import extract_tasks, plan_shards, task_info
 from .slices import slice_notes
-from .spec import SpecError, TuneSpec
+from .spec import SpecError, TuneSpec, parse_tracker
 
-def plan_run(spec: TuneSpec, hw: Hardware | None = None, options: EngineOptions | None = None) -> dict:
-    """Resolve the target, extract the model's tasks and split them into shards (raises SpecError)."""
+def ask_tracker(spec: TuneSpec, hw: Hardware) -> dict | None:
+    """What a `--tracker` run's servers have (`tracker_servers`; None for other runs). Only a run that must compile
+    for their GPU fails when they cannot be asked; any other gets {} (its stage then keeps the slice as given)."""
+    if not spec.tracker:
+        return None
+    try:
+        return tracker_servers(spec.tracker)
+    except SpecError:
+        if spec.target == "cuda" and not hw.gpus:
+            raise
+        return {}
+
+
+def tracker_slices(spec: TuneSpec, servers: dict | None) -> tuple[TuneSpec, list[str]]:
+    """A `--tracker` run is tuned at the slice its servers serve (they say it over RPC): the spec with that slice,
+    and the notes to show; refused, naming `slices`, when the user gave another."""
+    if servers is None:
+        return spec, []
+    given = ", ".join(f"{p}" for p in spec.slices) + " %"
+    served = servers.get("slice_percent")
+    if served is None:
+        return spec, [f"the tracker's servers do not say which slice they serve (not `workbench serve`'s, or busy): "
+                      f"the run is labelled tuned at {given}, as given"]
+    if tuple(spec.slices) == (served,):
+        return spec, []
+    host, port, key = parse_tracker(spec.tracker)
+    if tuple(spec.slices) != DEFAULT_SLICES:
+        raise SpecError("slices", f"the servers under key {key!r} at {host}:{port} serve a {served} % slice (set by "
+                                  f"`workbench serve --slices`), so a run on them is tuned at {served} %: give "
+                                  f"{served} or leave slices out; got {given}")
+    return spec.replace(slices=(served,)), [f"tuned at {served} %, the slice the server asked under key {key!r} "
+                                            "serves (servers of other slices under that key would mix in)"]
+
+
+DEFAULT_SLICES = next(f.default for f in dataclasses.fields(TuneSpec) if f.name == "slices")
+
+
+def plan_run(spec: TuneSpec, hw: Hardware | None = None, options: EngineOptions | None = None,
+             servers: dict | None = None) -> dict:
+    """Resolve the target, extract the model's tasks and split them into shards (raises SpecError). `servers`: what
+    a `--tracker` run's servers have (`ask_tracker`), where already read."""
     options = options or EngineOptions()
     if options.local_runner and (spec.servers != 1 or spec.tracker):
         raise SpecError("runner", "the local runner measures in the client itself: use servers=1 and no tracker")
@@ -34,7 +73,7 @@ def plan_run(spec: TuneSpec, hw: Hardware | None = None, options: EngineOptions 
     hw = hw or detect()
     check_model(spec.model, spec.input_shape)
     if spec.tracker and spec.target == "cuda" and not hw.gpus:  # GPU servers elsewhere: compile for their GPU
-        kind, tspec = "cuda", target_spec("cuda", hw, arch=tracker_cuda_arch(spec.tracker))
+        kind, tspec = "cuda", target_spec("cuda", hw, arch=tracker_cuda_arch(spec.tracker, servers=servers))
     else:
         kind = resolve_target(spec.target, hw) if not spec.tracker or spec.target != "auto" else hw.default_target
         tspec = target_spec(kind, hw)
@@ -69,7 +108,11 @@ def tune(spec: TuneSpec | None = None, *, home: str | None = None, runner: str |
     runner, builder, sessions, first_round: the EngineOptions (None: their defaults)."""
     spec = spec.replace(**fields) if spec is not None and fields else spec or TuneSpec(**fields)
     options = EngineOptions.given(runner=runner, builder=builder, sessions=sessions, first_round=first_round)
-    plan = plan_run(spec, options=options)
+    hw = detect()
+    servers = ask_tracker(spec, hw)
+    spec, notes = tracker_slices(spec, servers)
+    plan = plan_run(spec, hw, options=options, servers=servers)
+    plan["notes"] = notes + plan["notes"]
     run_id, run_dir = store.new_run_dir(spec, home)
     folder = store.RunDir(run_dir)
     folder.write(store.SPEC_FILE, dataclasses.asdict(spec))

@@ -8,7 +8,9 @@ imported TVM and initialised the device once. A session that fails or times out 
 it is killed and a fresh one started, so a sticky CUDA error never leaks into the next candidate.
 `--sessions spawn` keeps the stock behaviour (for benchmarks).
 
-At start-up the worker reports what it got (SM count under MPS, CPU affinity) to `--info-file`.
+At start-up the worker reports what it got (SM count under MPS, CPU affinity, its `--slice`) to `--info-file`,
+and sessions can read the same through the global function `workbench.server_info` (what a `--tracker` run asks
+its servers before it starts: the slice it is then tuned at).
 """
 from __future__ import annotations
 
@@ -23,9 +25,12 @@ WORKER_START_TIMEOUT_S = 180.0
 logger = logging.getLogger("workbench.rpc_server")
 
 
-def device_info(device: str) -> dict:
-    """What this process got: SM count (CUDA, honours MPS) or CPU cores, plus the MPS setting."""
-    info = {"pid": os.getpid(), "cores": len(os.sched_getaffinity(0)),
+INFO_FUNC = "workbench.server_info"  # a session's client reads the server's info (its slice) through it
+
+
+def device_info(device: str, slice_percent: int | None = None) -> dict:
+    """What this process got: SM count (CUDA, honours MPS) or CPU cores, plus the MPS setting and its slice."""
+    info = {"pid": os.getpid(), "cores": len(os.sched_getaffinity(0)), "slice_percent": slice_percent,
             "mps_percentage": os.environ.get("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE")}
     if device == "cuda":
         import tvm
@@ -38,11 +43,14 @@ def device_info(device: str) -> dict:
     return info
 
 
-def _worker_main(conn, device: str) -> None:
+def _worker_main(conn, device: str, slice_percent: int | None = None) -> None:
     import tvm.rpc.server as server
+    import tvm_ffi
     from tvm.rpc import _ffi_api
 
-    conn.send(device_info(device))
+    info = device_info(device, slice_percent)
+    tvm_ffi.register_global_func(INFO_FUNC, lambda: json.dumps(info), override=True)
+    conn.send(info)
     while True:
         try:
             sock, work_dir = conn.recv()
@@ -71,9 +79,10 @@ class _Workdir:
 class SessionWorker:
     """One warm process that serves RPC sessions one after another."""
 
-    def __init__(self, device: str) -> None:
+    def __init__(self, device: str, slice_percent: int | None = None) -> None:
         """Launch the worker; `ready()` waits for it, so the caller can import TVM meanwhile."""
         self.device = device
+        self.slice_percent = slice_percent
         self.ctx = mp.get_context("spawn")
         self.lock = threading.Lock()
         self.proc = None
@@ -87,7 +96,7 @@ class SessionWorker:
             self.proc.kill()
             self.proc.join(5)
         parent, child = self.ctx.Pipe()
-        self.proc = self.ctx.Process(target=_worker_main, args=(child, self.device), daemon=True)
+        self.proc = self.ctx.Process(target=_worker_main, args=(child, self.device, self.slice_percent), daemon=True)
         self.proc.start()
         child.close()
         self.conn = parent
@@ -151,12 +160,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     parser.add_argument("--sessions", choices=("persistent", "spawn"), default="persistent")
     parser.add_argument("--info-file")
+    parser.add_argument("--slice", type=int, default=None, help="the slice (percent) it serves, told to sessions")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
 
     # The worker imports TVM and opens the device while this process imports TVM too (~6 s each on the
     # H200 host, where the server's start-up is most of a short run).
-    worker = SessionWorker(args.device) if args.sessions == "persistent" else None
+    worker = SessionWorker(args.device, args.slice) if args.sessions == "persistent" else None
     import tvm.rpc.server as server
 
     if worker is not None:
@@ -166,7 +176,7 @@ def main(argv: list[str] | None = None) -> None:
     else:
         mp.set_start_method("spawn", force=True)  # as `tvm.exec.rpc_server --no-fork`
         with mp.get_context("spawn").Pool(1) as pool:
-            info = {**pool.apply(device_info, (args.device,)), "sessions": "spawn"}
+            info = {**pool.apply(device_info, (args.device, args.slice)), "sessions": "spawn"}
     info["server_pid"] = os.getpid()
     if args.info_file:
         from .store import write_json

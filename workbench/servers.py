@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from .event_types import ServerLost, ServerReady
 from .procs import ManagedProcess, ProcessError, python_argv, tail
+from .rpc_server import INFO_FUNC
 from .store import RunDir
 from .slices import SliceBinding
 from .spec import SpecError, parse_tracker
@@ -87,31 +88,42 @@ def request_session(host: str, port: int, key: str, session_timeout: float = 0):
     return rpc.connect_tracker(host, int(port)).request(key, priority=1, session_timeout=session_timeout)
 
 
-def tracker_cuda_arch(tracker: str, timeout: float = 60.0) -> str:
-    """The CUDA architecture ('sm_90') of a GPU behind `tracker` (HOST:PORT:KEY), read in one short session with
-    one of its servers: what a host without a GPU of its own compiles for. Raises SpecError("tracker", ...)."""
+def tracker_servers(tracker: str, timeout: float = 60.0) -> dict:
+    """What one of the servers behind `tracker` (HOST:PORT:KEY) has, read in one short session: {"cuda": whether it
+    has a CUDA GPU, "arch": e.g. 'sm_90' ('' without), "slice_percent": the slice it serves (None from a server
+    that does not say: not a workbench server)}. Raises SpecError("tracker", ...)."""
     host, port, key = parse_tracker(tracker)
     answering_tracker(host, port)
     # In a child process: TVM's request waits for a free server without a deadline, and its client retries a
     # vanished tracker for a minute; a thread doing that would outlive this call.
-    code = ("import json, sys; from workbench.servers import request_session; "
-            "dev = request_session(*sys.argv[1:4], session_timeout=30).cuda(0); "
-            "print(json.dumps([bool(dev.exist), str(dev.compute_version) if dev.exist else '']))")
+    code = ("import json, sys; from workbench.servers import request_session\n"
+            "sess = request_session(*sys.argv[1:4], session_timeout=30); dev = sess.cuda(0)\n"
+            "try: info = json.loads(sess.get_function(sys.argv[4])())\n"
+            "except Exception: info = {}\n"
+            "print(json.dumps({'cuda': bool(dev.exist), 'arch': 'sm_' + str(dev.compute_version).replace('.', '') "
+            "if dev.exist else '', 'slice_percent': info.get('slice_percent')}))")
     try:
-        proc = subprocess.run([sys.executable, "-c", code, host, str(port), key], capture_output=True, text=True,
-                              timeout=timeout)
+        proc = subprocess.run([sys.executable, "-c", code, host, str(port), key, INFO_FUNC], capture_output=True,
+                              text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         raise SpecError("tracker", f"no server under key {key!r} at {host}:{port} was free within {timeout:.0f} s to "
-                                   "read its GPU's architecture (to compile for it, as this host has no GPU)") from None
+                                   "ask what it has (its GPU, its slice)") from None
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or [""])[-1]
-        raise SpecError("tracker", f"the servers under key {key!r} at {host}:{port} could not be asked for their "
-                                   f"GPU ({last})")
-    exist, version = json.loads(proc.stdout.strip().splitlines()[-1])
-    if not exist:
+        raise SpecError("tracker", f"the servers under key {key!r} at {host}:{port} could not be asked what they "
+                                   f"have ({last})")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def tracker_cuda_arch(tracker: str, timeout: float = 60.0, servers: dict | None = None) -> str:
+    """The CUDA architecture ('sm_90') of a GPU behind `tracker` (`servers`: what `tracker_servers` read, None: read
+    it now): what a host without a GPU of its own compiles for. Raises SpecError."""
+    servers = servers if servers is not None else tracker_servers(tracker, timeout)
+    if not servers["cuda"]:
+        host, port, key = parse_tracker(tracker)
         raise SpecError("target", f"cuda: the servers under key {key!r} at {host}:{port} have no CUDA GPU; "
                                   "use --target cpu for them")
-    return "sm_" + version.replace(".", "")
+    return servers["arch"]
 
 
 def count_servers(summary: dict, key: str) -> int:
@@ -158,7 +170,8 @@ class RPCServer(ManagedProcess):
         argv = python_argv("workbench.rpc_server", "--host", host, "--port", str(self.port),
                            "--port-end", str(self.port + 1), "--tracker", f"{tracker[0]}:{tracker[1]}",
                            "--key", spec.key, "--device", device, "--sessions", sessions,
-                           "--info-file", self.info_file)
+                           "--info-file", self.info_file,
+                           "--slice", str(spec.binding.percent if spec.binding.applied else 100))
         super().__init__(f"server-{spec.index}", argv, {**env, **spec.binding.env}, log_path,
                          cpu_affinity=spec.binding.cores or None, tied=tied)
 
