@@ -40,7 +40,7 @@ def _pid_of(run, name: str) -> int:
 def _records(path: str) -> int:
     try:
         with open(os.path.join(path, "database_tuning_record.json")) as f:
-            return sum(1 for line in f if line.strip())
+            return sum(1 for line in f if line.endswith("\n") and line.strip())  # a line being written is no record
     except FileNotFoundError:
         return 0
 
