@@ -202,6 +202,10 @@ def matrix_table(e: Experiment, results: str) -> None:
     for path in sorted(glob.glob(os.path.join(e.path, "*.sweep.csv"))):
         events = run_events(results, os.path.basename(path).split(".")[0]) or []
         trials = next((ev["spec"]["trials"] for ev in events if ev["kind"] == "run_started"), None)
+        if trials is None:  # a budget by default or per task: what the plan gave the first tuning slice's shards
+            planned = [ev for ev in events if ev["kind"] == "shard_planned"]
+            first = [ev for ev in planned if ev.get("tuned_at") == planned[0].get("tuned_at")] if planned else []
+            trials = sum(ev["shard_trial_budget"] for ev in first) or None
         with open(path, newline="") as f:
             e.matrix += [dict(r, trials_per_stage=trials) for r in csv.DictReader(f)]
     for path in sorted(glob.glob(os.path.join(e.path, "*.untuned.csv"))):

@@ -222,3 +222,28 @@ def test_untuned_rows_come_from_slice_matrix_folders(tmp_path):
     cols, rows = load_csv(tmp_path, "h200_slice_untuned.csv")
     assert cols == UNTUNED_COLUMNS and rows == [{"model": "mlp:1024", "inferred_at": "50", "latency_ms_median": "0.9",
                                                  "latency_ms_iqr": "0.02"}]
+
+
+def test_each_matrix_row_carries_its_runs_trial_budget(tmp_path):
+    """trials_per_stage comes from the run's event log: its spec's trials, or (a budget by default or per task) what
+    the plan gave the first tuning slice's shards; a run whose log stayed on the device leaves it empty."""
+    import gzip
+
+    report = bench_module("report")
+    folder = tmp_path / "results" / "2026-12-01-cpu-study"
+    folder.mkdir(parents=True)
+    (folder / "README.md").write_text("# a study\n")
+    (folder / "experiment.json").write_text('{"table": "slice-matrix"}')
+    for run, trials in (("r1", 320), ("r2", None), ("r3", "no log")):
+        (folder / f"{run}.sweep.csv").write_text("model,tuned_at,inferred_at,latency_ms_median,latency_ms_iqr\n"
+                                                 f"m,25,50,0.5,0.01\n")
+        if trials == "no log":
+            continue
+        events = [{"kind": "run_started", "spec": {"trials": trials}}] + [
+            {"kind": "shard_planned", "tuned_at": at, "shard": i, "shard_trial_budget": 48}
+            for at in (25, 50) for i in range(2)]
+        with gzip.open(folder / f"{run}.jsonl.gz", "wt") as f:
+            f.write("".join(json.dumps(e) + "\n" for e in events))
+    report.write_matrices(report.load(str(tmp_path / "results")), str(tmp_path))
+    _, rows = load_csv(tmp_path)
+    assert [r["trials_per_stage"] for r in rows] == ["320", "96", ""]

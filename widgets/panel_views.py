@@ -153,8 +153,9 @@ class RunViews:
 
     def _update_sweep(self, run: "engine.Run") -> None:
         df = run.sweep  # built from sweep_point events, so it grows while a sweep runs
+        untuned = run.sweep_untuned()  # written once the sweep's last point is in: the recommendation reads it too
         sig = tuple(map(tuple, df[["tuned_at", "inferred_at", "latency_ms_median"]].round(9).to_numpy())) \
-            if len(df) else ()
+            + tuple(untuned["latency_ms_median"].round(9)) if len(df) else ()
         if sig == self._sweep_sig:
             return
         self._sweep_sig = sig
@@ -164,7 +165,7 @@ class RunViews:
             self.sweep_figure = make_sweep_figure()
             self.sweep_figure.add_class("wb-sweep-fig")
             self._sweep_box.children = (self.sweep_figure, self._recommendation)
-        self._rec = recommend_tuning_slice(df, run.sweep_untuned())
+        self._rec = recommend_tuning_slice(df, untuned)
         n_sweep = len(self.sweep_figure.data)
         chosen = self._rec if self._rec is not None and self._rec.choice else None  # no outline without a choice
         self._sweep_z = update_sweep_figure(self.sweep_figure, df, chosen)

@@ -16,7 +16,7 @@ from .budget import plan_budget
 from .control import start_supervisor
 from .finisher import repair_databases
 from .options import EngineOptions
-from .servers import tracker_cuda_arch, tracker_servers
+from .servers import answering_tracker, tracker_cuda_arch, tracker_servers
 from .shards import extract_tasks, plan_shards, task_info
 from .slices import slice_notes
 from .spec import SpecError, TuneSpec, parse_tracker
@@ -26,24 +26,28 @@ def ask_tracker(spec: TuneSpec, hw: Hardware) -> dict | None:
     for their GPU fails when they cannot be asked; any other gets {} (its stage then keeps the slice as given)."""
     if not spec.tracker:
         return None
+    host, port, _ = parse_tracker(spec.tracker)
+    answering_tracker(host, port)  # no tracker there: refused now, whatever the run
+    needs_arch = spec.target == "cuda" and not hw.gpus
     try:
-        return tracker_servers(spec.tracker)
+        return tracker_servers(spec.tracker, timeout=60.0 if needs_arch else 20.0)
     except SpecError:
-        if spec.target == "cuda" and not hw.gpus:
+        if needs_arch:
             raise
         return {}
 
 
 def tracker_slices(spec: TuneSpec, servers: dict | None) -> tuple[TuneSpec, list[str]]:
     """A `--tracker` run is tuned at the slice its servers serve (they say it over RPC): the spec with that slice,
-    and the notes to show; refused, naming `slices`, when the user gave another."""
+    and the notes to show; refused, naming `slices`, when the user gave another (the default 100 % is relabelled,
+    with a note: a given 100 cannot be told from it)."""
     if servers is None:
         return spec, []
     given = ", ".join(f"{p}" for p in spec.slices) + " %"
     served = servers.get("slice_percent")
     if served is None:
-        return spec, [f"the tracker's servers do not say which slice they serve (not `workbench serve`'s, or busy): "
-                      f"the run is labelled tuned at {given}, as given"]
+        return spec, [f"the tracker's servers do not say which slice they serve (not `workbench serve`'s, or none "
+                      f"was free within 20 s): the run is labelled tuned at {given}, as given"]
     if tuple(spec.slices) == (served,):
         return spec, []
     host, port, key = parse_tracker(spec.tracker)

@@ -139,19 +139,15 @@ def untuned_faster(tuned: pd.DataFrame, untuned: pd.DataFrame) -> list[tuple[int
     """(inferred_at, tuned ms, untuned ms) wherever the untuned build is faster than `tuned` (one tuned model's
     sweep points) beyond the noise of both."""
     out = []
+    untuned = untuned.dropna(subset=["inferred_at", "latency_ms_median"])
     for row in tuned.dropna(subset=list(SWEEP_COLUMNS)).sort_values("inferred_at").to_dict("records"):
         base = _at(untuned, int(row["inferred_at"]))
         if base is None:
             continue
         t, u = float(row["latency_ms_median"]), float(base["latency_ms_median"])
-        if verdict(t, _iqr(row), u, _iqr(base)) == "slower":
+        if verdict(t, row.get("latency_ms_iqr"), u, base.get("latency_ms_iqr")) == "slower":
             out.append((int(row["inferred_at"]), t, u))
     return out
-
-
-def _iqr(row: dict) -> float | None:
-    value = row.get("latency_ms_iqr")
-    return None if value is None or value != value else float(value)
 
 
 TUNING_WINS = 1.3  # issue 19: a tuned model counts as tuned when at least this much faster than untuned

@@ -9,8 +9,8 @@ it is killed and a fresh one started, so a sticky CUDA error never leaks into th
 `--sessions spawn` keeps the stock behaviour (for benchmarks).
 
 At start-up the worker reports what it got (SM count under MPS, CPU affinity, its `--slice`) to `--info-file`,
-and sessions can read the same through the global function `workbench.server_info` (what a `--tracker` run asks
-its servers before it starts: the slice it is then tuned at).
+and its sessions (persistent ones; not `--sessions spawn`) can read the same through the global function
+`workbench.server_info` (what a `--tracker` run asks its servers before it starts: the slice it is then tuned at).
 """
 from __future__ import annotations
 

@@ -19,7 +19,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import psutil
 from tvm.ir.utils import derived_object
 from tvm_ffi import structural_hash
 from tvm.s_tir import meta_schedule as ms
@@ -27,7 +26,7 @@ from tvm.s_tir.meta_schedule.builder import BuilderInput, BuilderResult, PyBuild
 from tvm.s_tir.meta_schedule.builder.local_builder import _serialize_params, _worker_func
 from tvm.s_tir.meta_schedule.runner import PyRunner
 from tvm.s_tir.meta_schedule.search_strategy import PySearchStrategy
-from tvm.support.popen_pool import PopenPoolExecutor
+from tvm.support.popen_pool import PopenPoolExecutor, kill_child_processes
 
 from .event_types import Batch
 
@@ -172,9 +171,8 @@ class PersistentBuilder(PyBuilder):
         for worker in list(self.pool._worker_map.values()):  # noqa: SLF001 - TVM exposes no other handle
             proc = worker._proc  # noqa: SLF001
             if proc is not None and proc.poll() is None:
-                with contextlib.suppress(OSError, psutil.Error):
-                    for child in psutil.Process(proc.pid).children(recursive=True):
-                        child.kill()
+                kill_child_processes(proc.pid)  # each child on its own: one gone already stops nothing
+                with contextlib.suppress(OSError):
                     proc.kill()
         self.pool._threadpool.shutdown(wait=True)  # noqa: SLF001 - each killed worker's thread cleans it up first
         self.pool.shutdown()
