@@ -26,14 +26,13 @@ def ask_tracker(spec: TuneSpec, hw: Hardware) -> dict | None:
     for their GPU fails when they cannot be asked; any other gets {} (its stage then keeps the slice as given)."""
     if not spec.tracker:
         return None
-    host, port, _ = parse_tracker(spec.tracker)
-    answering_tracker(host, port)  # no tracker there: refused now, whatever the run
     needs_arch = spec.target == "cuda" and not hw.gpus
     try:
         return tracker_servers(spec.tracker, timeout=60.0 if needs_arch else 20.0)
     except SpecError:
         if needs_arch:
             raise
+        answering_tracker(*parse_tracker(spec.tracker)[:2])  # no tracker there: refused, whatever the run
         return {}
 
 
