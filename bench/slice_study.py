@@ -2,7 +2,7 @@
 
     python bench/slice_study.py choose --models resnet18:16,mlp:1024,bert-layer:8 --slices 25,100 [--out F]
     python bench/slice_study.py tune --model resnet18 --input-shape 16,3,224,224 --slices 25 --trials 96 [--wait S]
-    python bench/slice_study.py tune --resume RUN [--wait S]
+    python bench/slice_study.py tune --resume RUN [--trials N] [--wait S]
     python bench/slice_study.py sweep --runs RUN,RUN,... --slices 10,20,30,50,70,100 --out-dir bench/results/<dated>
 
 choose: compiles each candidate's untuned build (no tuning) and times it at each slice (MPS on a GPU, core shares
@@ -118,7 +118,7 @@ def tune(args) -> None:
     import workbench as wb
 
     if args.resume:
-        run = wb.resume(args.resume, home=args.home)
+        run = wb.resume(args.resume, home=args.home, trials=args.trials)  # --trials: raise its budget
     else:
         shape = tuple(int(x) for x in args.input_shape.split(",")) if args.input_shape else None
         slices = _ints(args.slices)

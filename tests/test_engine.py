@@ -179,6 +179,66 @@ def test_stop_then_resume_keeps_records_and_finishes_budget(tmp_path):
     assert again.progress().trials_done.iloc[-1] == total
 
 
+def test_resume_with_more_trials_tunes_a_done_run_on_to_the_raised_budget(tmp_path):
+    """`workbench resume RUN --trials N`: a done run tunes on from its records (its untuned task too, in the same
+    shard), then is finished again; a budget that is no raise is refused in one line naming trials."""
+    home = str(tmp_path)
+    spec = wb.TuneSpec(model="mlp-small", shards=1, servers=1, slices=(100,), trials=4, trials_per_batch=4,
+                       **CHEAP_SEARCH)
+    run = wb.tune(spec, home=home)
+    assert run.wait(timeout=300) == "done", run.message
+    assert run.plan["budget"]["tasks_tuned"] == 1  # mlp-small has 2 tasks: 4 trials (one batch) tune the costlier
+    db = os.path.join(run.dir, "stages", "100", "shard-0", "database_tuning_record.json")
+    with open(db) as f:
+        kept = sum(1 for line in f if line.strip())
+    cli = [sys.executable, "-m", "workbench", "--home", home, "resume", run.id, "--trials"]
+    bad = subprocess.run(cli + ["4"], capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "trials: must be a whole number above the " \
+        "run's 4 trials per tuning slice" in bad.stderr, bad.stderr
+    out = subprocess.run(cli + ["12"], capture_output=True, text=True, timeout=400)
+    assert out.returncode == 0, out.stderr[-2000:]
+    again = wb.open_run(run.id, home)
+    assert again.status == "done", again.message
+    assert again.spec.trials == 12 and again.plan["budget"]["trials"] == 12 and again.plan["budget"]["tasks_tuned"] == 2
+    assert again.event_list("launched")[-1]["trials"] == 12
+    started = again.event_list("shard_started")[-1]
+    assert started["shard_trial_budget"] == 12 and started["shard_trials_resumed"] == kept
+    with open(db) as f:
+        total = sum(1 for line in f if line.strip())
+    assert 12 <= total <= 12 + spec.trials_per_batch
+    res = again.results
+    assert list(res.tuned_at) == [100] and bool(res.match.iloc[0])
+    assert res.trials_asked.iloc[0] == 12 and res.records.iloc[0] == total and res.tasks_tuned.iloc[0] == 2
+
+
+@pytest.mark.parametrize("costs", [(10, 9, 8, 1), (10, 6, 5, 4), (50, 3, 2, 1, 1, 1), (7, 7, 7)])
+@pytest.mark.parametrize("shards", [1, 2, 3, 5])
+def test_a_raised_budget_keeps_each_shards_tasks_in_that_shard(costs, shards):
+    """`more_trials` replans: each shard database must go on holding its own tasks' records (tasks may join)."""
+    from workbench.budget import plan_budget
+    from workbench.launch import more_trials
+    from workbench.shards import TaskInfo, plan_shards
+
+    tasks = [TaskInfo(f"t{i}", 1, float(c), 0.0) for i, c in enumerate(costs)]
+    spec = wb.TuneSpec(model="mlp-small", shards=shards, trials=4 * shards, trials_per_batch=4)
+    budget = plan_budget(tasks, spec)
+    by_name = {t.name: t for t in tasks}
+    plan = {"tasks": [{**t.__dict__, "cost": t.cost} for t in tasks], "budget": budget.to_dict(),
+            "shards": [s.to_dict() for s in plan_shards([by_name[n] for n in budget.tuned], shards, budget.trials,
+                                                        per_task=budget.batch,
+                                                        defaults=[by_name[n] for n in budget.default])]}
+    for more in range(spec.trials + 1, spec.trials + 4 * len(tasks) + 2):
+        raised, replanned = more_trials(spec, plan, more)
+        assert raised.trials == more == replanned["budget"]["trials"]
+        assert len(replanned["shards"]) == len(plan["shards"])
+        for old, new in zip(plan["shards"], replanned["shards"]):
+            assert set(old["tasks"]) <= set(new["tasks"]) and old["replica"] == new["replica"], (more, old, new)
+        assert sum(s["trials"] for s in replanned["shards"]) >= more
+    with pytest.raises(wb.SpecError, match="above the run's") as err:
+        more_trials(spec, plan, spec.trials)
+    assert err.value.field == "trials"
+
+
 def test_plan_records_target_and_shards(finished_run):
     plan = finished_run.plan
     assert plan["target"]["kind"] == "cpu" and len(plan["shards"]) == 2

@@ -106,8 +106,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--all-tasks", action="store_true", help="list every task (default: the top 15)")
     p.add_argument("--follow", action="store_true", help="print the run's progress from its start, live until it "
                                                          "ends (bars on a terminal), then its results")
-    p = sub.add_parser("resume", help="continue a stopped or partial run")
+    p = sub.add_parser("resume", help="continue a stopped or partial run, or tune a run on to a larger budget")
     p.add_argument("run")
+    p.add_argument("--trials", type=_int, default=None,
+                   help="raise the budget per tuning slice to this many trials (done runs too): each stage tunes on "
+                        "from its records, then is compiled, verified, timed and swept again")
     p = sub.add_parser("stop", help="stop a running run now (resumable)")
     p.add_argument("run")
     p = sub.add_parser("finish", help="end tuning now and compile, verify and time the best model so far")
@@ -310,13 +313,13 @@ def dispatch(args: argparse.Namespace) -> int:
         print(f"run {run.id}: {run.stop()}")
         return 0
     if args.command == "resume":
-        if run.status == "done":
+        if run.status == "done" and args.trials is None:
             print(f"run {run.id} is already done{f' ({run.message})' if run.message else ''}: nothing to resume")
             _print_results(run)
             return 0
         from .launch import resume
 
-        return _follow(resume(run, home))
+        return _follow(resume(run, home, trials=args.trials))
     if args.command == "finish":
         run.finish()
         print(f"run {run.id}: finishing (tuning ends now)", flush=True)

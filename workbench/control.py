@@ -38,10 +38,11 @@ def _record_pid(run_dir: str, role: str, pid: int) -> int:
     return pid
 
 
-def start_supervisor(run_dir: str, resume: bool = False) -> int:
-    """Start `python -m workbench.supervisor RUN_DIR` detached; its pid is kept in procs.json."""
+def start_supervisor(run_dir: str, resume: bool = False, trials: int | None = None) -> int:
+    """Start `python -m workbench.supervisor RUN_DIR` detached; its pid is kept in procs.json. `trials`: the budget
+    per tuning slice a resume raised the run to (the plan already says it; the event tells the log)."""
     # Marks the (re)start at once, so that a Run opened now does not read an older run_finished as its end.
-    EventWriter(store.RunDir(run_dir).events_file, "launcher").emit(Launched(resume=resume))
+    EventWriter(store.RunDir(run_dir).events_file, "launcher").emit(Launched(resume=resume, trials=trials))
     diskspace.reserve_space(run_dir)  # the supervisor frees it at the end: room for its last events on a full disk
     env = dict(os.environ)
     env["PYTHONUNBUFFERED"] = "1"

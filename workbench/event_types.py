@@ -66,6 +66,7 @@ class Launched(Event):
     """The launcher started a supervisor (a run opened now must not take an older run_finished as its end)."""
     KIND = "launched"
     resume: bool = False
+    trials: int | None = None  # a resume that raised the budget per tuning slice: to this many trials
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -244,7 +244,8 @@ def describe(e: Event) -> str:
             return (f"sweep: tuned at {e.tuned_at}%, inferred at {e.inferred_at}%{also}: "
                     f"{fmt_timing(e.latency_ms_median, e.latency_ms_iqr)}{busy}")
         case Launched():
-            return "supervisor launched" + (" to resume" if e.resume else "")
+            more = f", the budget raised to {e.trials} trials per tuning slice" if e.trials else ""
+            return "supervisor launched" + (" to resume" if e.resume else "") + more
         case RunStarted():
             return f"run {e.run_id} started (target {e.target.get('kind')})"
         case HardwareFound():

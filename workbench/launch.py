@@ -17,7 +17,7 @@ from .control import start_supervisor
 from .finisher import repair_databases
 from .options import EngineOptions
 from .servers import answering_tracker, tracker_cuda_arch, tracker_servers
-from .shards import extract_tasks, plan_shards, task_info
+from .shards import TaskInfo, extract_tasks, plan_shards, task_info
 from .slices import slice_notes
 from .spec import SpecError, TuneSpec, parse_tracker
 
@@ -124,14 +124,46 @@ def tune(spec: TuneSpec | None = None, *, home: str | None = None, runner: str |
     return Run(run_dir)
 
 
-def resume(run: str | Run, home: str | None = None) -> Run:
-    """Continue a stopped, partial or crashed run from its shard databases; a done run is returned as it is."""
+def resume(run: str | Run, home: str | None = None, trials: int | None = None) -> Run:
+    """Continue a stopped, partial or crashed run from its shard databases; a done run is returned as it is.
+
+    `trials`: raise the run's budget per tuning slice to this many (done runs too): every stage goes on tuning
+    from its records to the new budget, then is compiled, verified, timed and swept again."""
     r = run if isinstance(run, Run) else Run(store.find_run_dir(run, home))
-    if r.status == "done":
-        return r  # nothing left to tune: `resume` of a finished run changes nothing
     if r.status == "running":
         raise SpecError("run", f"run {r.id} is still running")
+    if trials is None and r.status == "done":
+        return r  # nothing left to tune: `resume` of a finished run changes nothing
+    folder = store.RunDir(r.dir)
+    if trials is not None:
+        spec, plan = more_trials(folder.read_spec(), folder.read_plan(), trials)
     diskspace.ensure_free_space(r.dir)
     repair_databases(r.dir)
-    start_supervisor(r.dir, resume=True)
+    if trials is not None:
+        folder.write(store.SPEC_FILE, dataclasses.asdict(spec))
+        folder.write(store.PLAN_FILE, plan)
+    start_supervisor(r.dir, resume=True, trials=trials)
     return Run(r.dir)
+
+
+def more_trials(spec: TuneSpec, plan: dict, trials: int) -> tuple[TuneSpec, dict]:
+    """The spec and plan of a run whose budget per tuning slice is raised to `trials` (SpecError, naming `trials`,
+    when that is no raise)."""
+    had = int(plan["budget"]["trials"])
+    if isinstance(trials, bool) or not isinstance(trials, int) or trials <= had:
+        raise SpecError("trials", f"must be a whole number above the run's {had} trials per tuning slice (the budget "
+                                  f"it already has); got {trials!r}")
+    spec = spec.replace(trials=trials)
+    tasks = [TaskInfo(t["name"], t["weight"], t["flops"], t["bytes"]) for t in plan["tasks"]]
+    budget = plan_budget(tasks, spec)
+    if budget.trials <= had:
+        raise SpecError("trials", f"trials_per_task={spec.trials_per_task} caps the budget at {budget.trials} trials "
+                                  f"per tuning slice, which the run already has; got {trials}")
+    by_name = {t.name: t for t in tasks}
+    shards = plan_shards([by_name[n] for n in budget.tuned], spec.shards, budget.trials, per_task=budget.batch,
+                         defaults=[by_name[n] for n in budget.default])
+    # The tuned tasks are a cost-ranked prefix and shards are filled costliest task first, so a larger budget only
+    # adds tasks to shards: every shard database still holds its own tasks' records.
+    tuned = set(budget.tuned)
+    rows = [{**t, "plan": "tune" if t["name"] in tuned else "default"} for t in plan["tasks"]]
+    return spec, {**plan, "tasks": rows, "budget": budget.to_dict(), "shards": [s.to_dict() for s in shards]}

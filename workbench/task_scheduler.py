@@ -6,7 +6,9 @@ minutes for a 62-task detector on the H200). This scheduler joins each batch (me
 fire: database, cost model, progress event) before the next search starts, takes tasks in the plan's
 order (costliest first) for their first batch, and then picks by TVM's gradient rule
 (`gradient_based.cc`: alpha x backward-window gain + (1 - alpha) x best / rounds, times the task's
-weight). The search inside a task is TVM's own.
+weight). A resumed shard starts each task's history from its best record so far, so that it does not spend
+a first batch on every task again (on a model of many small tasks, most of a raised budget). The search
+inside a task is TVM's own.
 """
 from __future__ import annotations
 
@@ -43,8 +45,11 @@ def gradient(history: list[float], weight: float, alpha: float, window: int) -> 
 class StreamingScheduler(PyTaskScheduler):
     """See the module docstring. `seed` breaks ties between equal gradients (-1: unseeded)."""
 
-    def __init__(self, alpha: float = 0.2, window_size: int = 3, seed: int = -1) -> None:
+    def __init__(self, alpha: float = 0.2, window_size: int = 3, seed: int = -1,
+                 prior: dict[str, float] | None = None) -> None:
+        """`prior`: each task's best mean run time (s) in the shard's database, by task name (a resumed shard)."""
         super().__init__()
+        self.prior = dict(prior or {})
         self.alpha = alpha
         self.window = window_size
         self.rng = random.Random(None if seed < 0 else seed)
@@ -54,7 +59,7 @@ class StreamingScheduler(PyTaskScheduler):
     def next_task_id(self) -> int:
         tasks = self._outer().tasks_
         if not self.history:
-            self.history = [[] for _ in tasks]
+            self.history = [[self.prior[t.ctx.task_name]] if t.ctx.task_name in self.prior else [] for t in tasks]
         if self.sent is not None:
             task, self.sent = self.sent, None
             if tasks[task].runner_futures is not None:  # None: its search ended and it was terminated
