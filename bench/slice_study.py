@@ -4,6 +4,7 @@
     python bench/slice_study.py tune --model resnet18 --input-shape 16,3,224,224 --slices 25 --trials 96 [--wait S]
     python bench/slice_study.py tune --resume RUN [--trials N] [--wait S]
     python bench/slice_study.py sweep --runs RUN,RUN,... --slices 10,20,30,50,70,100 --out-dir bench/results/<dated>
+    python bench/slice_study.py find --dir bench/results/<dated>
 
 choose: compiles each candidate's untuned build (no tuning) and times it at each slice (MPS on a GPU, core shares
 on a CPU) in the sweep's inference workers; writes a JSON of median and IQR per slice and t(25)/t(100).
@@ -11,7 +12,8 @@ tune: a thin wrapper over workbench.tune / resume (labelled "slice-study"): one 
 all in one (`--slices 25,50,100 --sweep-slices ...`); the run goes on in the background, so `--wait` only bounds
 how long this call watches it; it prints each finished stage's tuned against untuned at its own slice. sweep: sweeps each run (tuned models and the untuned build),
 writes `<run>.sweep.csv` (bench/report.py's "slice-matrix"), `<run>.untuned.csv` for the first run of each
-model, the runs' gzipped event logs, an experiment.json and finding.json (bench/slice_finding.py).
+model, the runs' gzipped event logs, then finds. find: experiment.json and finding.json (bench/slice_finding.py) from
+every run the folder holds, so stages tuned in several sessions are found together.
 """
 from __future__ import annotations
 
@@ -151,15 +153,14 @@ def swept_already(run, slices: list[int]) -> bool:
 
 def sweep(runs: list[str], slices: list[int], out_dir: str, home: str | None, resweep: bool = False) -> dict:
     """Sweep every run (not one whose own sweep covers `slices`, unless `resweep`), write the folder's CSVs and event
-    logs, experiment.json and finding.json."""
+    logs, then `find` over every run in the folder (earlier sessions' runs too)."""
     import workbench as wb
     from workbench import store
     from workbench.sweep import sweep_run
 
     os.makedirs(out_dir, exist_ok=True)
-    tuned: dict[str, list[pd.DataFrame]] = {}
-    stages: dict[str, list[pd.DataFrame]] = {}
-    untuned: dict[str, pd.DataFrame] = {}
+    untuned = {str(pd.read_csv(os.path.join(out_dir, f)).model.iloc[0]) for f in os.listdir(out_dir)
+               if f.endswith(".untuned.csv")}  # one untuned sweep per model and folder, an earlier session's too
     for ref in runs:
         run = wb.open_run(ref, home)
         t0 = time.monotonic()
@@ -171,29 +172,48 @@ def sweep(runs: list[str], slices: list[int], out_dir: str, home: str | None, re
             print(f"{run.id} ({key}): its own sweep covers {slices}: kept", flush=True)
         df = pd.read_csv(run.folder.file(store.SWEEP_FILE)).assign(model=key)
         df.to_csv(os.path.join(out_dir, f"{run.id}.sweep.csv"), index=False)
-        tuned.setdefault(key, []).append(df)
         results = run.results
-        stages.setdefault(key, []).append(results)
         results.assign(model=key, run=run.id).drop(columns=["library"], errors="ignore").to_csv(
             os.path.join(out_dir, f"{run.id}.results.csv"), index=False)
         u = run.sweep_untuned().assign(model=key)
         if key not in untuned and len(u):  # one untuned sweep per model: every run of it compiled the same build
-            untuned[key] = u
+            untuned.add(key)
             u[UNTUNED_CSV_COLUMNS].to_csv(os.path.join(out_dir, f"{run.id}.untuned.csv"), index=False)
         with open(run.folder.events_file, "rb") as src, gzip.GzipFile(
                 os.path.join(out_dir, f"{run.id}.jsonl.gz"), "wb", mtime=0) as dst:
             shutil.copyfileobj(src, dst)
+    return find(out_dir, slices)
+
+
+def find(out_dir: str, slices: list[int] | None = None) -> dict:
+    """finding.json (and experiment.json) from every run a results folder holds: its `*.sweep.csv`, `*.results.csv`
+    and, per model, the earliest run's `*.untuned.csv`. Stages tuned in different sessions, each its own run, are
+    found together (one per invocation, as issue 19 allows)."""
+    tuned: dict[str, list[pd.DataFrame]] = {}
+    stages: dict[str, list[pd.DataFrame]] = {}
+    untuned: dict[str, pd.DataFrame] = {}
+    runs = sorted(f[:-len(".sweep.csv")] for f in os.listdir(out_dir) if f.endswith(".sweep.csv"))
+    for run in runs:
+        df = pd.read_csv(os.path.join(out_dir, f"{run}.sweep.csv"))
+        key = str(df.model.iloc[0])
+        tuned.setdefault(key, []).append(df)
+        if os.path.exists(path := os.path.join(out_dir, f"{run}.results.csv")):
+            stages.setdefault(key, []).append(pd.read_csv(path))
+        if key not in untuned and os.path.exists(path := os.path.join(out_dir, f"{run}.untuned.csv")):
+            untuned[key] = pd.read_csv(path)
     findings = {}
     for key, dfs in tuned.items():
         per_slice = pd.concat([df[["tuned_at"]].drop_duplicates() for df in dfs]).value_counts()  # runs per slice
         findings[key] = model_finding(key, pd.concat(dfs, ignore_index=True), untuned.get(key, pd.DataFrame(
-            columns=UNTUNED_CSV_COLUMNS)), pd.concat(stages[key], ignore_index=True), int(per_slice.min()))
+            columns=UNTUNED_CSV_COLUMNS)), pd.concat(stages[key], ignore_index=True) if key in stages else None,
+            int(per_slice.min()))
+    slices = slices or sorted({int(p) for dfs in tuned.values() for df in dfs for p in df.inferred_at})
     doc = {"slices": slices, "runs": runs, "models": findings}
     with open(os.path.join(out_dir, "finding.json"), "w") as f:
         json.dump(doc, f, indent=1, default=str)
     with open(os.path.join(out_dir, "experiment.json"), "w") as f:
         json.dump({"table": "slice-matrix"}, f, indent=1)
-    for key, entry in findings.items():
+    for entry in findings.values():
         print(entry["finding"], flush=True)
     return doc
 
@@ -223,6 +243,8 @@ def main(argv: list[str] | None = None) -> None:
     s.add_argument("--slices", default="10,20,30,50,70,100")
     s.add_argument("--out-dir", required=True)
     s.add_argument("--resweep", action="store_true", help="sweep again even where a run's own sweep covers the slices")
+    f = sub.add_parser("find", help="write finding.json from a results folder's CSVs (every run it holds)")
+    f.add_argument("--dir", required=True)
     for q in (c, t, s):
         q.add_argument("--home", default=None, help="the workbench home (default: WORKBENCH_HOME or ~/.workbench)")
     args = p.parse_args(argv)
@@ -234,6 +256,8 @@ def main(argv: list[str] | None = None) -> None:
         if not args.resume and not args.model:
             p.error("tune needs --model (or --resume RUN)")
         tune(args)
+    elif args.cmd == "find":
+        find(args.dir)
     else:
         sweep(args.runs.split(","), list(_ints(args.slices)), args.out_dir, args.home, args.resweep)
 

@@ -181,13 +181,21 @@ def test_stop_then_resume_keeps_records_and_finishes_budget(tmp_path):
 
 def test_resume_with_more_trials_tunes_a_done_run_on_to_the_raised_budget(tmp_path):
     """`workbench resume RUN --trials N`: a done run tunes on from its records (its untuned task too, in the same
-    shard), then is finished again; a budget that is no raise is refused in one line naming trials."""
-    home = str(tmp_path)
+    shard), then is finished again; a budget that is no raise is refused in one line naming trials. The run folder
+    was moved to another home without its libraries first, as a study carries runs from one machine to the next."""
+    import glob
+    import shutil
+
     spec = wb.TuneSpec(model="mlp-small", shards=1, servers=1, slices=(100,), trials=4, trials_per_batch=4,
                        **CHEAP_SEARCH)
-    run = wb.tune(spec, home=home)
-    assert run.wait(timeout=300) == "done", run.message
-    assert run.plan["budget"]["tasks_tuned"] == 1  # mlp-small has 2 tasks: 4 trials (one batch) tune the costlier
+    first = wb.tune(spec, home=str(tmp_path / "first"))
+    assert first.wait(timeout=300) == "done", first.message
+    assert first.plan["budget"]["tasks_tuned"] == 1  # mlp-small has 2 tasks: 4 trials (one batch) tune the costlier
+    home = str(tmp_path / "second")
+    shutil.move(first.dir, os.path.join(home, "runs", first.id))
+    for lib in glob.glob(os.path.join(home, "runs", first.id, "**", "*.so"), recursive=True):
+        os.remove(lib)
+    run = wb.open_run(first.id, home)
     db = os.path.join(run.dir, "stages", "100", "shard-0", "database_tuning_record.json")
     with open(db) as f:
         kept = sum(1 for line in f if line.strip())

@@ -58,6 +58,18 @@ def test_refuted_when_every_model_is_within_noise_or_the_full_gpu_model_is_best(
     assert model_finding("m", full_best, UNTUNED_SLOW)["verdict"] == "refuted"
 
 
+def test_refuted_when_the_full_gpu_model_loses_on_slices_by_less_than_search_luck_and_slice_models_lose_more():
+    """mlp:1024 on the H200 at 320 trials (2026-12-02): the whole-GPU model 1.02-1.04x off the best on some slices,
+    the slice-tuned ones up to 1.69x off on the whole GPU."""
+    sweep = _sweep({25: (1.0, 0.72, 0.556), 50: (1.02, 0.665, 0.661), 100: (1.04, 0.667, 0.392)})
+    f = model_finding("m", sweep, UNTUNED_SLOW)
+    assert f["verdict"] == "refuted" and f["recommendation"]["tuned_at"] == 100, f["finding"]
+    assert "stays within 1.04x" in f["finding"] and "at 25% only" in f["finding"] and "up to 1.69x slower (at 100%)" \
+        in f["finding"]
+    worse = _sweep({25: (1.0, 0.72, 0.556), 50: (1.02, 0.665, 0.661), 100: (1.15, 0.667, 0.392)})  # 1.15x: beyond luck
+    assert model_finding("m", worse, UNTUNED_SLOW)["verdict"] == "depends"
+
+
 def test_inconclusive_until_the_whole_device_and_a_slice_are_both_tuned() -> None:
     """A study part-done (on the H200, 2026-12-02: tuned at 25 % alone, then 25 and 50 %) says nothing of the
     claim yet, whatever its rows look like: no verdict from one tuning slice, or without the whole device."""
