@@ -435,6 +435,35 @@ def test_resume_is_shown_only_for_runs_it_can_continue(home, sleeper) -> None:
     new.close()
 
 
+def test_tune_on_raises_a_finished_runs_budget_from_the_form(home, sleeper) -> None:
+    """Tune on shows for a finished run when the form asks more trials per slice than the run had, says how many,
+    and resumes the run with that budget (a real tuning run on this host); never for a running run."""
+    from support import CHEAP_SEARCH
+
+    run = workbench.tune(workbench.TuneSpec(model="mlp-small", shards=1, servers=1, slices=(100,), trials=4,
+                                            trials_per_batch=4, **CHEAP_SEARCH), home=home)
+    assert run.wait(timeout=300) == "done", run.message
+    p = Panel(run.id, home=home)
+    more = p.controls["more"]
+    assert more.layout.display == "none" and not p.snapshot()["buttons"]["more"]  # the form holds the run's 4
+    p.set(trials=8)
+    assert more.layout.display == "" and p.snapshot()["buttons"]["more"] and more.description == "Tune on to 8 trials"
+    more.click()  # no event loop here: the action runs at once
+    assert p.run.id == run.id and p.run.wait(timeout=300) == "done", p.run.message
+    again = workbench.open_run(run.id, home)
+    assert again.plan["budget"]["trials"] == 8 and again.results.trials_asked.iloc[0] == 8
+    assert again.results.records.iloc[0] >= 8
+    p.refresh(force=True)
+    assert more.layout.display == "none"  # the form's 8 is the run's budget now
+    p.close()
+    live = Panel(make_run(home, finished=False, live_pid=sleeper.pid, run_id="live-run"))
+    live.set(trials=1000)
+    assert live.controls["more"].layout.display == "none" and not live.snapshot()["buttons"]["more"]
+    with pytest.raises(workbench.SpecError, match="Tune on needs a finished run"):
+        live.tune_on()
+    live.close()
+
+
 def test_attached_finished_run_with_sweep(home, tmp_path) -> None:
     run_id = make_run(home, sweep=True)
     p = Panel(run_id)

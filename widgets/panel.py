@@ -28,7 +28,7 @@ from .tasks import TaskTable, top_tasks, trace_note, tuned_counts
 
 MAX_HZ = 4.0
 PERSIST_EVERY_S = 15.0
-BUTTONS = ("tune", "resume", "stop", "finish", "sweep", "export")
+BUTTONS = ("tune", "resume", "more", "stop", "finish", "sweep", "export")
 
 
 def _button(label: str, css: str, style: str = "", icon: str = "", tooltip: str = "") -> W.Button:
@@ -57,6 +57,8 @@ class Panel(ButtonActions, RunViews):
             tune=_button("Tune", "wb-tune", "primary", "play", "validate the form and start tuning in the background"),
             resume=_button("Resume", "wb-resume", "success", "redo",
                            "continue this run from the records it measured (it keeps its spec and budget)"),
+            more=_button("Tune on", "wb-more", "success", "forward",
+                         "tune this run on from its records to the trials per slice in the form (a raised budget)"),
             stop=_button("Stop", "wb-stop", "danger", "stop", "stop the run (all its processes)"),
             finish=_button("Finish", "wb-finish", "warning", "flag-checkered",
                            "end tuning now and compile, verify and time the best model so far"),
@@ -90,7 +92,8 @@ class Panel(ButtonActions, RunViews):
         self._run_errors.add_class("wb-run-errors")
         c = self.controls
         c["resume"].layout.display = "none"  # shown for a run that Resume can continue
-        buttons = W.HBox([c["tune"], c["resume"], c["stop"], c["finish"]], layout=W.Layout(margin="6px 0"))
+        c["more"].layout.display = "none"  # shown for a finished run when the form asks more trials than it had
+        buttons = W.HBox([c["tune"], c["resume"], c["more"], c["stop"], c["finish"]], layout=W.Layout(margin="6px 0"))
         sweep_row = W.HBox([W.Label("sweep slices (%)", layout=W.Layout(width="120px")), c["sweep_slices"],
                             c["sweep"]], layout=W.Layout(align_items="center"))
         export_row = W.HBox([W.Label("export to", layout=W.Layout(width="120px")), c["csv_folder"], c["export"],
@@ -114,6 +117,7 @@ class Panel(ButtonActions, RunViews):
         self.form.observe(lambda _change: self._on_form_change())
         c["tune"].on_click(lambda _b: self._on_button(self.tune, self._tune_action))
         c["resume"].on_click(lambda _b: self._on_button(self.resume, self._resume_action))
+        c["more"].on_click(lambda _b: self._on_button(self.tune_on, self._tune_on_action))
         c["stop"].on_click(lambda _b: self._on_button(self.stop, self._stop_action))
         c["finish"].on_click(lambda _b: self._on_button(self.finish, self._finish_action))
         c["sweep"].on_click(lambda _b: self._on_button(self.sweep, self._sweep_action))
@@ -176,6 +180,7 @@ class Panel(ButtonActions, RunViews):
             run = engine.open_run(run, self.home)
         self.run = run
         self._reset_run_state()
+        self._run_trials = int((run.plan.get("budget") or {}).get("trials") or 0)  # its budget per tuning slice
         self.bars.reset()
         self.task_table.reset()
         self._plan.value = ""
@@ -213,6 +218,7 @@ class Panel(ButtonActions, RunViews):
         self._last_persist = time.monotonic()
 
     def _reset_run_state(self) -> None:
+        self._run_trials = 0
         self._last_persist = time.monotonic()
         self._last_key: tuple | None = None
         self._last_status = "idle"

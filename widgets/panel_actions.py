@@ -99,6 +99,29 @@ class ButtonActions:
         self.attach(engine.resume(self._resumable(), self.home))
         return self.run
 
+    def tune_on(self) -> "engine.Run":
+        """Tune the attached finished run on from its records to the form's trials per tuning slice, then follow
+        it (`engine.resume(run, trials=...)`). Blocks ~1 s."""
+        run, trials = self._raisable()
+        self.attach(self._raise(run, trials))
+        return self.run
+
+    def _raisable(self) -> "tuple[engine.Run, int]":
+        trials = self._raised_trials()
+        if self.run is None or trials is None:
+            state = f"run {self.run.id} ({self.run.status}, {self._run_trials} trials per tuning slice)" \
+                if self.run is not None else "no run is attached"
+            raise engine.SpecError("trials", f"{state}: Tune on needs a finished run and more trials per tuning slice "
+                                             "in the form than it had")
+        return self.run, trials
+
+    def _raise(self, run: "engine.Run", trials: int) -> "engine.Run":
+        try:
+            return engine.resume(run, self.home, trials=trials)
+        except engine.SpecError as err:  # the form did not check it: shown on the general line
+            self.form.show_general(f"{err.field}: {err.message}")
+            raise
+
     def _resumable(self) -> "engine.Run":
         if self.run is None or self.run.status not in RESUMABLE:
             state = f"run {self.run.id} is {self.run.status}" if self.run is not None else "no run is attached"
@@ -166,6 +189,16 @@ class ButtonActions:
         self._status.value = (f"<b>resuming</b> run {html.escape(run.id)}: repairing its databases and starting its "
                               "processes ...")
         resumed = await self._blocking(engine.resume, run, self.home)
+        self._busy = ""
+        self.attach(resumed)
+
+    async def _tune_on_action(self) -> None:
+        run, trials = self._raisable()
+        self._busy = "resuming"
+        self._update_buttons()
+        self._status.value = (f"<b>tuning on</b> run {html.escape(run.id)} to {trials} trials per tuning slice: "
+                              "repairing its databases and starting its processes ...")
+        resumed = await self._blocking(self._raise, run, trials)
         self._busy = ""
         self.attach(resumed)
 

@@ -208,6 +208,14 @@ class RunViews:
         if self._status.value != value:
             self._status.value = value
 
+    def _raised_trials(self) -> int | None:
+        """The form's trials per tuning slice when the attached run has finished with fewer (Tune on), else None."""
+        run, status = self.run, self._last_status
+        if run is None or status in ACTIVE or status == "idle" or self._sweeping or "trials" in self._field_errors:
+            return None
+        trials = self.form.controls["trials"].value
+        return trials if isinstance(trials, int) and self._run_trials and trials > self._run_trials else None
+
     def _update_buttons(self) -> None:
         c = self.controls
         run, status = self.run, self._last_status
@@ -219,13 +227,19 @@ class RunViews:
         sweep_off = (run is None or active or self._sweeping or not self._has_results or self._busy != ""
                      or "sweep_slices" in self._field_errors)
         resumable = run is not None and status in RESUMABLE and not self._sweeping
-        for name, off in (("tune", tune_off), ("resume", not resumable or self._busy != ""), ("stop", stop_off),
+        raised = self._raised_trials()
+        for name, off in (("tune", tune_off), ("resume", not resumable or self._busy != ""),
+                          ("more", raised is None or self._busy != ""), ("stop", stop_off),
                           ("finish", finish_off), ("sweep", sweep_off), ("export", run is None)):
             if c[name].disabled != off:
                 c[name].disabled = off
-        display = "" if resumable else "none"
-        if c["resume"].layout.display != display:
-            c["resume"].layout.display = display
+        for name, shown in (("resume", resumable), ("more", raised is not None)):
+            display = "" if shown else "none"
+            if c[name].layout.display != display:
+                c[name].layout.display = display
+        more = f"Tune on to {raised} trials" if raised is not None else "Tune on"
+        if c["more"].description != more:
+            c["more"].description = more
         c["tune"].tooltip = (tune_blocker(self._field_errors) if spec_errors else
                              "the attached run is still running" if active else "start tuning in the background")
         self._show_status()
