@@ -116,6 +116,10 @@ def test_serve_registers_its_slices_a_run_measures_on_them_and_sigint_leaves_not
         assert "timed on" in tune.stdout.split("results:")[-1]  # the results table names where, for such a run
         # tuned at the slice serve's servers serve, which they say over RPC (not the default 100 %)
         assert [e["tuned_at"] for e in timed] == [50] and "tuned at 50 %, the slice the server asked" in tune.stdout
+        ready = [e for e in map(json.loads, open(os.path.join(run_dir, "events.jsonl"))) if e["kind"] == "server_ready"]
+        assert [(e["server"], e["slice_percent"], e["slicing"], e["slice_applied"]) for e in ready] == \
+            [("external", 50, "cores", True)], ready  # what the server said of its slice, not "not managed here"
+        assert "servers behind tracker" in tune.stdout and "as workbench serve set it" in tune.stdout, tune.stdout
         assert tracker_servers(f"127.0.0.1:{tracker.port}:k")["slice_percent"] == 50
         with pytest.raises(SpecError, match=r"slices: the servers under key 'k' at .* serve a 50 % slice .* got 25 %"):
             wb_tune(TuneSpec(model="mlp-small", slices=(25,), tracker=f"127.0.0.1:{tracker.port}:k"), home=home)

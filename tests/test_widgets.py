@@ -483,8 +483,8 @@ def test_attached_finished_run_with_sweep(home, tmp_path) -> None:
     assert snap["sweep_z"] == [[1.10, 0.55, 0.36], [1.50, 0.58, 0.30]]
     assert snap["recommended"] == 50 and "Tune at 50%" in snap["recommendation"]
     assert "Recommended tuning slice: 50%" in p._recommendation.value
-    assert snap["buttons"] == {"tune": True, "resume": False, "stop": False, "finish": False, "sweep": True,
-                               "export": True}
+    assert snap["buttons"] == {"tune": True, "resume": False, "more": False, "stop": False, "finish": False,
+                               "sweep": True, "export": True}
     assert snap["results_rows"] == 2 and "<table" in p._results.value
     assert "speedup vs untuned" in p._results.value and "kept_default" not in p._results.value  # readable headers
     assert snap["overall"]["fraction"] == 1.0 and snap["overall"]["state"] == "done"

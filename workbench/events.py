@@ -196,6 +196,9 @@ def describe(e: Event) -> str:
             got = (f"{e.sm_count} SMs" + (f" of {e.device_name}" if e.device_name else "") if e.sm_count
                    else f"cores {e.affinity}" if e.affinity else "")
             applied = "" if e.slice_applied else f" NOT SLICED ({e.reason})"
+            if e.server == "external":
+                said = f" ({e.reason})" if e.slice_applied else ""
+                return f"{at}servers behind tracker {e.tracker} ready{': ' + got if got else ''}{said}{applied}"
             return f"{at}server {e.server} ready on {e.host or ''}:{'' if e.port is None else e.port} {got}{applied}"
         case ShardPlanned():
             return f"{at}shard {e.shard} planned: {len(e.tasks)} tasks, {e.shard_trial_budget} trials"

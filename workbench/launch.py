@@ -101,7 +101,7 @@ def plan_run(spec: TuneSpec, hw: Hardware | None = None, options: EngineOptions 
     rows = [{**dataclasses.asdict(t), "cost": t.cost, "plan": "tune" if t.name in tuned else "default"} for t in tasks]
     return {"target": tspec.to_dict(), "tasks": rows, "budget": budget.to_dict(),
             "shards": [s.to_dict() for s in shards], **options.resolved(kind).to_dict(), "gpus": gpus, "input_shape": list(model.input_shape), "dtype": model.dtype,
-            "notes": notes}
+            "notes": notes, **({"tracker_servers": servers} if servers else {})}
 
 
 def tune(spec: TuneSpec | None = None, *, home: str | None = None, runner: str | None = None,

@@ -88,10 +88,14 @@ def request_session(host: str, port: int, key: str, session_timeout: float = 0):
     return rpc.connect_tracker(host, int(port)).request(key, priority=1, session_timeout=session_timeout)
 
 
+SERVER_SAYS = ("slice_percent", "sm_count", "device_name", "mps_percentage", "cores")  # of `rpc_server.device_info`
+
+
 def tracker_servers(tracker: str, timeout: float = 60.0) -> dict:
     """What one of the servers behind `tracker` (HOST:PORT:KEY) has, read in one short session: {"cuda": whether it
     has a CUDA GPU, "arch": e.g. 'sm_90' ('' without), "slice_percent": the slice it serves (None from a server
-    that does not say: not a workbench server)}. Raises SpecError("tracker", ...)."""
+    that does not say: not a workbench server), and what such a server got: "sm_count", "device_name",
+    "mps_percentage", "cores" (None where it does not say)}. Raises SpecError("tracker", ...)."""
     host, port, key = parse_tracker(tracker)
     answering_tracker(host, port)
     # In a child process: TVM's request waits for a free server without a deadline, and its client retries a
@@ -101,10 +105,10 @@ def tracker_servers(tracker: str, timeout: float = 60.0) -> dict:
             "try: info = json.loads(sess.get_function(sys.argv[4])())\n"
             "except Exception: info = {}\n"
             "print(json.dumps({'cuda': bool(dev.exist), 'arch': 'sm_' + str(dev.compute_version).replace('.', '') "
-            "if dev.exist else '', 'slice_percent': info.get('slice_percent')}))")
+            "if dev.exist else '', **{k: info.get(k) for k in sys.argv[5].split(',')}}))")
     try:
-        proc = subprocess.run([sys.executable, "-c", code, host, str(port), key, INFO_FUNC], capture_output=True,
-                              text=True, timeout=timeout)
+        proc = subprocess.run([sys.executable, "-c", code, host, str(port), key, INFO_FUNC, ",".join(SERVER_SAYS)],
+                              capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         raise SpecError("tracker", f"no server under key {key!r} at {host}:{port} was free within {timeout:.0f} s to "
                                    "ask what it has (its GPU, its slice)") from None
@@ -113,6 +117,25 @@ def tracker_servers(tracker: str, timeout: float = 60.0) -> dict:
         raise SpecError("tracker", f"the servers under key {key!r} at {host}:{port} could not be asked what they "
                                    f"have ({last})")
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def external_ready(tuned_at: int, tracker: str, said: dict) -> ServerReady:
+    """The `server_ready` event of a `--tracker` run's servers: what the one asked before the run said of itself
+    (`tracker_servers`: its slice, SMs or cores), or, from servers that do not say, that their slices are not ours."""
+    percent = said.get("slice_percent")
+    if percent is None:
+        return ServerReady(server="external", tuned_at=tuned_at, tracker=tracker, slice_applied=False,
+                           reason="servers are the user's: their slices are not managed here")
+    gpu = said.get("sm_count") is not None
+    applied = not gpu or said.get("mps_percentage") is not None
+    cores = said.get("cores")
+    how = (f"MPS active thread percentage {said.get('mps_percentage')}" if gpu and applied else
+           "no MPS on the server's GPU: the whole GPU" if gpu else f"{cores} core{'' if cores == 1 else 's'}")
+    return ServerReady(server="external", tuned_at=tuned_at, tracker=tracker, slice_applied=applied,
+                       reason=f"slice {percent} %, as workbench serve set it and one server said before the run: {how}",
+                       slice_percent=percent, slicing=("mps" if applied else "none") if gpu else "cores",
+                       sm_count=said.get("sm_count"), device_name=said.get("device_name"),
+                       mps_percentage=said.get("mps_percentage"))
 
 
 def tracker_cuda_arch(tracker: str, timeout: float = 60.0, servers: dict | None = None) -> str:

@@ -24,7 +24,7 @@ from .hardware import GpuInfo, TargetSpec, detect
 from .mps import MpsDaemon, start_daemons
 from .options import EngineOptions
 from .procs import ProcessError, child_env, tail
-from .servers import RPCServer, ServerPool, ServerSpec
+from .servers import RPCServer, ServerPool, ServerSpec, external_ready
 from .shard_launch import LocalLauncher, ShardHandle, ShardLaunch, ShardLauncher
 from .shards import Shard
 from .slices import SliceHost
@@ -241,9 +241,7 @@ class Supervisor:
         if started:
             self._report_ready(tuned_at, started)
         elif self.spec.tracker:
-            self.events.emit(ServerReady(server="external", tuned_at=tuned_at, tracker=self.spec.tracker,
-                                         slice_applied=False,
-                                         reason="servers are the user's: their slices are not managed here"))
+            self.events.emit(external_ready(tuned_at, self.spec.tracker, self.plan.get("tracker_servers") or {}))
         self._wait_clients(tuned_at, want)
         self._reconcile(NOTHING)
         self._finish_stage(tuned_at, [w.shard for w in want.clients])
