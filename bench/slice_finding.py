@@ -93,10 +93,28 @@ ONE_SEARCH = (" One tuning search per slice: the IQRs are timing noise only, and
               "luck, which another seed per slice would measure.")
 
 
+def pool_searches(sweep: pd.DataFrame) -> pd.DataFrame:
+    """One row per (tuned_at, inferred_at) from the rows of several tuning searches (seeds) of a slice: the median
+    of their medians, and as its noise the larger of their median IQR and the spread (max - min) of their medians,
+    so that a difference counts as the slice's only beyond what the searches differ by. One search: as it is."""
+    keys = ["tuned_at", "inferred_at"]
+    if not len(sweep) or not sweep.duplicated(keys).any():
+        return sweep
+    g = sweep.groupby(keys)["latency_ms_median"]
+    spread = (g.max() - g.min()).rename("spread")
+    pooled = sweep.groupby(keys).agg(latency_ms_median=("latency_ms_median", "median"),
+                                     latency_ms_iqr=("latency_ms_iqr", "median")).join(spread)
+    pooled["latency_ms_iqr"] = pooled[["latency_ms_iqr", "spread"]].max(axis=1)
+    return pooled.drop(columns="spread").reset_index().assign(model=sweep["model"].iloc[0]) \
+        if "model" in sweep else pooled.drop(columns="spread").reset_index()
+
+
 def model_finding(model: str, sweep: pd.DataFrame, untuned: pd.DataFrame, stages: pd.DataFrame | None = None,
                   searches: int = 1) -> dict:
     """finding.json's entry for one model (`stages`: as for `finding_sentence`; `searches`: the fewest tuning
-    searches, seeds, behind any tuning slice's row: with one, the sentence says what that leaves unmeasured)."""
+    searches, seeds, behind any tuning slice's row: with one, the sentence says what that leaves unmeasured; with
+    more, the searches' rows are pooled, `pool_searches`)."""
+    sweep = pool_searches(sweep)
     rec = recommend_tuning_slice(sweep, untuned)
     verdict, sentence = finding_sentence(model, sweep, untuned, stages)
     if searches < 2 and verdict != "inconclusive":

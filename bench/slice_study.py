@@ -127,7 +127,7 @@ def tune(args) -> None:
         sweep_at = tuple(sorted(set(_ints(args.sweep_slices)) | set(slices))) if args.sweep_slices else ()
         spec = wb.TuneSpec(model=args.model, input_shape=shape, target=args.target, slices=slices,
                            trials=args.trials, trials_per_batch=args.trials_per_batch, shards=args.shards,
-                           servers=args.servers, sweep_slices=sweep_at, label=LABEL)
+                           servers=args.servers, sweep_slices=sweep_at, seed=args.seed, label=LABEL)
         run = wb.tune(spec, home=args.home)
     print(f"run {run.id} ({run.dir})", flush=True)
     t0 = time.monotonic()
@@ -235,6 +235,7 @@ def main(argv: list[str] | None = None) -> None:
     t.add_argument("--trials-per-batch", type=int, default=16)
     t.add_argument("--shards", type=int, default=1)
     t.add_argument("--servers", type=int, default=1)
+    t.add_argument("--seed", type=int, default=0, help="the tuning search's seed (a second search of a slice: 1)")
     t.add_argument("--target", default="auto")
     t.add_argument("--resume", default=None, help="a run id to continue from its databases")
     t.add_argument("--wait", type=float, default=0.0, help="seconds to watch the run (it goes on in the background)")

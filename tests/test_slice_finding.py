@@ -4,6 +4,7 @@ from __future__ import annotations
 
 
 import pandas as pd
+import pytest
 
 from support import bench_module
 
@@ -68,6 +69,19 @@ def test_refuted_when_the_full_gpu_model_loses_on_slices_by_less_than_search_luc
         in f["finding"]
     worse = _sweep({25: (1.0, 0.72, 0.556), 50: (1.02, 0.665, 0.661), 100: (1.15, 0.667, 0.392)})  # 1.15x: beyond luck
     assert model_finding("m", worse, UNTUNED_SLOW)["verdict"] == "depends"
+
+
+def test_two_searches_of_a_slice_are_pooled_and_their_spread_is_noise() -> None:
+    """Seeds: a cell is the median of the searches' medians, and a difference smaller than the searches' spread is
+    not the slice's."""
+    one = _sweep({25: (1.0, 0.72, 0.556), 50: (1.02, 0.665, 0.661), 100: (1.04, 0.667, 0.392)})
+    other = _sweep({25: (1.0, 0.72, 0.556), 50: (1.02, 0.665, 0.661), 100: (0.98, 0.70, 0.40)})
+    f = model_finding("m", pd.concat([one, other], ignore_index=True), UNTUNED_SLOW, searches=2)
+    assert f["matrix_ms_median_iqr"]["100"]["25"] == pytest.approx([1.01, 0.06])  # spread 0.06 over the 0.005 IQR
+    at25 = f["per_inference_slice"][0]
+    assert at25["inferred_at"] == 25 and at25["slowdown"]["100"] == pytest.approx(1.01) and not at25["beyond_noise"]["100"]
+    assert f["searches_per_slice"] == 2 and "search luck" not in f["finding"]
+    assert model_finding("m", one, UNTUNED_SLOW)["per_inference_slice"][0]["beyond_noise"]["100"]  # one search
 
 
 def test_inconclusive_until_the_whole_device_and_a_slice_are_both_tuned() -> None:
