@@ -201,7 +201,8 @@ def matrix_table(e: Experiment, results: str) -> None:
     trial budget per tuning slice (from the run's event log), so that studies of one model at two budgets never mix."""
     for path in sorted(glob.glob(os.path.join(e.path, "*.sweep.csv"))):
         events = run_events(results, os.path.basename(path).split(".")[0]) or []
-        trials = next((ev["spec"]["trials"] for ev in events if ev["kind"] == "run_started"), None)
+        # the last start's: a run resumed with a raised budget (`resume --trials`) was swept again at that budget
+        trials = next((ev["spec"]["trials"] for ev in reversed(events) if ev["kind"] == "run_started"), None)
         if trials is None:  # a budget by default or per task: what the plan gave the first tuning slice's shards
             planned = [ev for ev in events if ev["kind"] == "shard_planned"]
             first = [ev for ev in planned if ev.get("tuned_at") == planned[0].get("tuned_at")] if planned else []

@@ -42,9 +42,10 @@ def per_inference_slice(sweep: pd.DataFrame) -> list[dict]:
 
 
 def finding_sentence(model: str, sweep: pd.DataFrame, untuned: pd.DataFrame,
-                     stages: pd.DataFrame | None = None) -> tuple[str, str]:
+                     stages: pd.DataFrame | None = None, searches: int = 1) -> tuple[str, str]:
     """(verdict, sentence): verdict is 'inconclusive', 'reproduced', 'refuted' or 'depends'. `stages`: the runs'
-    results (each stage timed at its own slice), for tuning slices the sweep did not time."""
+    results (each stage timed at its own slice), for tuning slices the sweep did not time; `searches`: the fewest
+    tuning searches behind a slice's row (with one, losses under CLOSE are put down to search luck)."""
     wins = tuned_vs_untuned(sweep, untuned, stages=stages)
     lost = wins[~wins.wins.astype(bool)] if len(wins) else wins
     if not len(wins) or len(lost):
@@ -72,7 +73,7 @@ def finding_sentence(model: str, sweep: pd.DataFrame, untuned: pd.DataFrame,
                               f"slower than the best beyond the noise (at {', '.join(map(str, full_worse))}%), "
                               f"while the one tuned at {rec.tuned_at}% stays within {rec.worst_slowdown:.2f}x of the "
                               "best on every inference slice.")
-    if rec.tuned_at == full and full_worse and float(ratio.loc[full].max()) <= CLOSE:
+    if searches < 2 and rec.tuned_at == full and full_worse and float(ratio.loc[full].max()) <= CLOSE:
         others = ratio.drop(index=full)
         worst_at = others.max().idxmax()
         return "refuted", (f"{model}: refuted, the model tuned at {full}% stays within {ratio.loc[full].max():.2f}x "
@@ -96,17 +97,20 @@ ONE_SEARCH = (" One tuning search per slice: the IQRs are timing noise only, and
 def pool_searches(sweep: pd.DataFrame) -> pd.DataFrame:
     """One row per (tuned_at, inferred_at) from the rows of several tuning searches (seeds) of a slice: the median
     of their medians, and as its noise the larger of their median IQR and the spread (max - min) of their medians,
-    so that a difference counts as the slice's only beyond what the searches differ by. One search: as it is."""
+    so that a difference counts as the slice's only beyond what the searches differ by. The busiest timing's
+    `busy_cores` and the first row's other columns are kept. One search: as it is."""
     keys = ["tuned_at", "inferred_at"]
     if not len(sweep) or not sweep.duplicated(keys).any():
         return sweep
-    g = sweep.groupby(keys)["latency_ms_median"]
-    spread = (g.max() - g.min()).rename("spread")
-    pooled = sweep.groupby(keys).agg(latency_ms_median=("latency_ms_median", "median"),
-                                     latency_ms_iqr=("latency_ms_iqr", "median")).join(spread)
-    pooled["latency_ms_iqr"] = pooled[["latency_ms_iqr", "spread"]].max(axis=1)
-    return pooled.drop(columns="spread").reset_index().assign(model=sweep["model"].iloc[0]) \
-        if "model" in sweep else pooled.drop(columns="spread").reset_index()
+    g = sweep.groupby(keys, sort=True)
+    pooled = g.first()
+    pooled["latency_ms_median"] = g["latency_ms_median"].median()
+    spread = g["latency_ms_median"].max() - g["latency_ms_median"].min()
+    iqr = g["latency_ms_iqr"].median() if "latency_ms_iqr" in sweep else spread * 0.0
+    pooled["latency_ms_iqr"] = pd.concat([iqr.fillna(0.0), spread], axis=1).max(axis=1)
+    if "busy_cores" in sweep:
+        pooled["busy_cores"] = g["busy_cores"].max()
+    return pooled.reset_index()[list(sweep.columns) + (["latency_ms_iqr"] if "latency_ms_iqr" not in sweep else [])]
 
 
 def model_finding(model: str, sweep: pd.DataFrame, untuned: pd.DataFrame, stages: pd.DataFrame | None = None,
@@ -116,7 +120,7 @@ def model_finding(model: str, sweep: pd.DataFrame, untuned: pd.DataFrame, stages
     more, the searches' rows are pooled, `pool_searches`)."""
     sweep = pool_searches(sweep)
     rec = recommend_tuning_slice(sweep, untuned)
-    verdict, sentence = finding_sentence(model, sweep, untuned, stages)
+    verdict, sentence = finding_sentence(model, sweep, untuned, stages, searches)
     if searches < 2 and verdict != "inconclusive":
         sentence += ONE_SEARCH
     wins = tuned_vs_untuned(sweep, untuned, stages=stages)

@@ -191,6 +191,11 @@ def test_resume_with_more_trials_tunes_a_done_run_on_to_the_raised_budget(tmp_pa
     first = wb.tune(spec, home=str(tmp_path / "first"))
     assert first.wait(timeout=300) == "done", first.message
     assert first.plan["budget"]["tasks_tuned"] == 1  # mlp-small has 2 tasks: 4 trials (one batch) tune the costlier
+    first.start_sweep([50])  # swept after tuning, outside the spec: swept again after the raise
+    deadline = time.monotonic() + 200
+    while (first.sweeping or not len(first.sweep)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert list(first.sweep.inferred_at) == [50] and not first.sweeping
     home = str(tmp_path / "second")
     shutil.move(first.dir, os.path.join(home, "runs", first.id))
     for lib in glob.glob(os.path.join(home, "runs", first.id, "**", "*.so"), recursive=True):
@@ -208,7 +213,11 @@ def test_resume_with_more_trials_tunes_a_done_run_on_to_the_raised_budget(tmp_pa
     again = wb.open_run(run.id, home)
     assert again.status == "done", again.message
     assert again.spec.trials == 12 and again.plan["budget"]["trials"] == 12 and again.plan["budget"]["tasks_tuned"] == 2
-    assert again.event_list("launched")[-1]["trials"] == 12
+    raised = again.event_list("launched")[-1]
+    assert raised["trials"] == 12 and again.spec.sweep_slices == (50,)
+    points = again.event_list("sweep_point")
+    assert len(points) == 2 and points[-1]["t"] > raised["t"] > points[0]["t"]  # the model before the raise, and now
+    assert len(again.sweep) == 1 and again.sweep.latency_ms_median.iloc[0] == points[-1]["latency_ms_median"]
     started = again.event_list("shard_started")[-1]
     assert started["shard_trial_budget"] == 12 and started["shard_trials_resumed"] == kept
     with open(db) as f:
@@ -244,6 +253,24 @@ def test_a_raised_budget_keeps_each_shards_tasks_in_that_shard(costs, shards):
         assert sum(s["trials"] for s in replanned["shards"]) >= more
     with pytest.raises(wb.SpecError, match="above the run's") as err:
         more_trials(spec, plan, spec.trials)
+    assert err.value.field == "trials"
+
+
+def test_a_raise_that_would_untune_a_task_is_refused():
+    """A budget below a batch per shard plans small batches over many tasks; a raise to whole batches would tune
+    fewer tasks and strand their records: refused, naming trials."""
+    from workbench.budget import plan_budget
+    from workbench.launch import more_trials
+    from workbench.shards import TaskInfo, plan_shards
+
+    tasks = [TaskInfo(f"t{i}", 1, float(10 - i), 0.0) for i in range(6)]
+    spec = wb.TuneSpec(model="mlp-small", shards=3, trials=5, trials_per_batch=16)
+    budget = plan_budget(tasks, spec)
+    assert budget.batch == 1 and len(budget.tuned) == 5
+    plan = {"tasks": [{**t.__dict__, "cost": t.cost} for t in tasks], "budget": budget.to_dict(),
+            "shards": [s.to_dict() for s in plan_shards(list(tasks[:5]), 3, 5, per_task=1, defaults=[tasks[5]])]}
+    with pytest.raises(wb.SpecError, match="batches of 1 .* would plan batches of 16 and tune 3 of its 5") as err:
+        more_trials(spec, plan, 48)
     assert err.value.field == "trials"
 
 

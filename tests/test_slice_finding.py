@@ -8,7 +8,8 @@ import pytest
 
 from support import bench_module
 
-model_finding, sensitivity = bench_module("slice_finding").model_finding, bench_module("slice_finding").sensitivity
+finding = bench_module("slice_finding")
+model_finding, sensitivity, pool_searches = finding.model_finding, finding.sensitivity, finding.pool_searches
 
 AT = (25, 50, 100)
 
@@ -82,6 +83,15 @@ def test_two_searches_of_a_slice_are_pooled_and_their_spread_is_noise() -> None:
     assert at25["inferred_at"] == 25 and at25["slowdown"]["100"] == pytest.approx(1.01) and not at25["beyond_noise"]["100"]
     assert f["searches_per_slice"] == 2 and "search luck" not in f["finding"]
     assert model_finding("m", one, UNTUNED_SLOW)["per_inference_slice"][0]["beyond_noise"]["100"]  # one search
+    # two searches that agree: a 4 % loss beyond their spread is the slice's, not luck ("depends", not "refuted")
+    twice = pd.concat([one, one.assign(latency_ms_median=one.latency_ms_median * 1.001)], ignore_index=True)
+    assert model_finding("m", one, UNTUNED_SLOW)["verdict"] == "refuted"
+    assert model_finding("m", twice, UNTUNED_SLOW, searches=2)["verdict"] == "depends"
+    busy = pd.concat([one.assign(busy_cores=0.1, stands_for=[[a] for a in one.inferred_at]),
+                      other.assign(busy_cores=1.5, stands_for=[[a] for a in other.inferred_at])], ignore_index=True)
+    pooled = pool_searches(busy.drop(columns="latency_ms_iqr"))
+    assert len(pooled) == 9 and set(pooled.busy_cores) == {1.5} and pooled.stands_for.iloc[0] == [25]
+    assert pooled.latency_ms_iqr.iloc[0] == pytest.approx(0.0)  # 25 % at 25 %: both searches 1.0, no IQR given
 
 
 def test_inconclusive_until_the_whole_device_and_a_slice_are_both_tuned() -> None:

@@ -456,6 +456,16 @@ def test_tune_on_raises_a_finished_runs_budget_from_the_form(home, sleeper) -> N
     p.refresh(force=True)
     assert more.layout.display == "none"  # the form's 8 is the run's budget now
     p.close()
+    capped = make_run(home, run_id="capped-run")  # 8 trials, 2 tasks; at most 5 trials per task: 10 at most
+    spec_path = os.path.join(home, "runs", capped, "spec.json")
+    with open(spec_path) as f:
+        spec = json.load(f)
+    with open(spec_path, "w") as f:
+        json.dump({**spec, "trials_per_task": 5}, f)
+    p = Panel(capped)
+    p.set(trials=100)
+    assert p.controls["more"].description == "Tune on to 10 trials"  # what the raise will give, not the form's 100
+    p.close()
     live = Panel(make_run(home, finished=False, live_pid=sleeper.pid, run_id="live-run"))
     live.set(trials=1000)
     assert live.controls["more"].layout.display == "none" and not live.snapshot()["buttons"]["more"]

@@ -180,7 +180,10 @@ class Panel(ButtonActions, RunViews):
             run = engine.open_run(run, self.home)
         self.run = run
         self._reset_run_state()
-        self._run_trials = int((run.plan.get("budget") or {}).get("trials") or 0)  # its budget per tuning slice
+        plan = run.plan
+        self._run_trials = int((plan.get("budget") or {}).get("trials") or 0)  # its budget per tuning slice
+        per_task = run.spec.trials_per_task  # the run's cap on a raise: trials_per_task x its tasks
+        self._run_cap = per_task * len(plan.get("tasks") or []) if per_task else None
         self.bars.reset()
         self.task_table.reset()
         self._plan.value = ""
@@ -218,7 +221,7 @@ class Panel(ButtonActions, RunViews):
         self._last_persist = time.monotonic()
 
     def _reset_run_state(self) -> None:
-        self._run_trials = 0
+        self._run_trials, self._run_cap = 0, None
         self._last_persist = time.monotonic()
         self._last_key: tuple | None = None
         self._last_status = "idle"

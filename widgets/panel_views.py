@@ -209,12 +209,16 @@ class RunViews:
             self._status.value = value
 
     def _raised_trials(self) -> int | None:
-        """The form's trials per tuning slice when the attached run has finished with fewer (Tune on), else None."""
+        """The trials per tuning slice Tune on would give the attached finished run: the form's, at most the run's
+        trials_per_task cap; None when that is no raise."""
         run, status = self.run, self._last_status
         if run is None or status in ACTIVE or status == "idle" or self._sweeping or "trials" in self._field_errors:
             return None
         trials = self.form.controls["trials"].value
-        return trials if isinstance(trials, int) and self._run_trials and trials > self._run_trials else None
+        if not isinstance(trials, int) or not self._run_trials:
+            return None
+        trials = min(trials, self._run_cap) if self._run_cap else trials
+        return trials if trials > self._run_trials else None
 
     def _update_buttons(self) -> None:
         c = self.controls

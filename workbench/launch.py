@@ -134,36 +134,46 @@ def resume(run: str | Run, home: str | None = None, trials: int | None = None) -
         raise SpecError("run", f"run {r.id} is still running")
     if trials is None and r.status == "done":
         return r  # nothing left to tune: `resume` of a finished run changes nothing
+    if r.sweeping:
+        raise SpecError("run", f"a sweep of run {r.id} is running; resume the run when it has finished")
     folder = store.RunDir(r.dir)
-    if trials is not None:
-        spec, plan = more_trials(folder.read_spec(), folder.read_plan(), trials)
+    if trials is not None:  # every slice swept so far is swept again: those points timed the models before the raise
+        swept = {int(p) for p in r.sweep.inferred_at} if len(r.sweep) else set()
+        spec, plan = more_trials(folder.read_spec(), folder.read_plan(), trials, swept)
     diskspace.ensure_free_space(r.dir)
     repair_databases(r.dir)
     if trials is not None:
         folder.write(store.SPEC_FILE, dataclasses.asdict(spec))
         folder.write(store.PLAN_FILE, plan)
-    start_supervisor(r.dir, resume=True, trials=trials)
+    start_supervisor(r.dir, resume=True, trials=plan["budget"]["trials"] if trials is not None else None)
     return Run(r.dir)
 
 
-def more_trials(spec: TuneSpec, plan: dict, trials: int) -> tuple[TuneSpec, dict]:
-    """The spec and plan of a run whose budget per tuning slice is raised to `trials` (SpecError, naming `trials`,
-    when that is no raise)."""
+def more_trials(spec: TuneSpec, plan: dict, trials: int, swept: set[int] | frozenset[int] = frozenset()
+                ) -> tuple[TuneSpec, dict]:
+    """The spec and plan of a run whose budget per tuning slice is raised to `trials`, sweeping `swept` (the slices
+    swept so far) again with its own sweep slices. SpecError, naming `trials`, when that is no raise or would leave
+    a tuned task untuned."""
     had = int(plan["budget"]["trials"])
     if isinstance(trials, bool) or not isinstance(trials, int) or trials <= had:
         raise SpecError("trials", f"must be a whole number above the run's {had} trials per tuning slice (the budget "
                                   f"it already has); got {trials!r}")
-    spec = spec.replace(trials=trials)
+    spec = spec.replace(trials=trials, sweep_slices=tuple(sorted(set(spec.sweep_slices) | set(swept))))
     tasks = [TaskInfo(t["name"], t["weight"], t["flops"], t["bytes"]) for t in plan["tasks"]]
     budget = plan_budget(tasks, spec)
     if budget.trials <= had:
         raise SpecError("trials", f"trials_per_task={spec.trials_per_task} caps the budget at {budget.trials} trials "
                                   f"per tuning slice, which the run already has; got {trials}")
+    if not set(plan["budget"]["tuned"]) <= set(budget.tuned):  # the old budget was below a batch per shard
+        raise SpecError("trials", f"the run was planned in batches of {plan['budget']['batch']} (below a batch per "
+                                  f"shard); {trials} trials would plan batches of {budget.batch} and tune "
+                                  f"{len(budget.tuned)} of its {plan['budget']['tasks_tuned']} tuned tasks: start a "
+                                  "new run with that budget")
     by_name = {t.name: t for t in tasks}
     shards = plan_shards([by_name[n] for n in budget.tuned], spec.shards, budget.trials, per_task=budget.batch,
                          defaults=[by_name[n] for n in budget.default])
-    # The tuned tasks are a cost-ranked prefix and shards are filled costliest task first, so a larger budget only
-    # adds tasks to shards: every shard database still holds its own tasks' records.
+    # The tuned tasks are a cost-ranked prefix and shards are filled costliest task first, so a larger budget that
+    # keeps every tuned task only adds tasks to shards: every shard database still holds its own tasks' records.
     tuned = set(budget.tuned)
     rows = [{**t, "plan": "tune" if t["name"] in tuned else "default"} for t in plan["tasks"]]
     return spec, {**plan, "tasks": rows, "budget": budget.to_dict(), "shards": [s.to_dict() for s in shards]}

@@ -278,13 +278,16 @@ class Run:
     @property
     def sweep(self) -> pd.DataFrame:
         """Latency per (tuned_at, inferred_at) from the sweep_point events, live; the latest point wins, also over
-        an older one at a slice that a later point stands for (`stands_for`: a CPU's slices of one core count)."""
+        an older one at a slice that a later point stands for (`stands_for`: a CPU's slices of one core count).
+        Points from before the run's budget was last raised (`resume --trials`) timed models that are gone: left out."""
         cols = ["model", "tuned_at", "inferred_at", "latency_ms_median", "latency_ms_iqr", "sm_count", "cores",
                 "slice_applied", "slicing", "reason", "stands_for", "busy_cores"]
-        points = [{c: getattr(e, c) for c in cols} for e in self._all(SweepPoint)]
+        swept = self._all(SweepPoint)
+        raised = max((e.t for e in self._all(Launched) if e.trials), default=None)
+        points = [{c: getattr(e, c) for c in cols} for e in swept if raised is None or e.t >= raised]
         if not points:  # a folder written without sweep events: its sweep.csv, if any
             path = self.folder.file(store.SWEEP_FILE)
-            return pd.read_csv(path) if os.path.exists(path) else pd.DataFrame(columns=cols)
+            return pd.read_csv(path) if not swept and os.path.exists(path) else pd.DataFrame(columns=cols)
         last = {(p["tuned_at"], s): i for i, p in enumerate(points) for s in p["stands_for"] or [p["inferred_at"]]}
         points = [p for i, p in enumerate(points) if last.get((p["tuned_at"], p["inferred_at"]), i) == i]
         df = pd.DataFrame(points).drop_duplicates(["tuned_at", "inferred_at"], keep="last")

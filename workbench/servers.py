@@ -127,9 +127,10 @@ def external_ready(tuned_at: int, tracker: str, said: dict) -> ServerReady:
         return ServerReady(server="external", tuned_at=tuned_at, tracker=tracker, slice_applied=False,
                            reason="servers are the user's: their slices are not managed here")
     gpu = said.get("sm_count") is not None
-    applied = not gpu or said.get("mps_percentage") is not None
+    applied = not gpu or said.get("mps_percentage") is not None or percent == 100  # serve starts no MPS for 100 %
     cores = said.get("cores")
-    how = (f"MPS active thread percentage {said.get('mps_percentage')}" if gpu and applied else
+    how = ("the whole GPU" if gpu and percent == 100 and said.get("mps_percentage") is None else
+           f"MPS active thread percentage {said.get('mps_percentage')}" if gpu and applied else
            "no MPS on the server's GPU: the whole GPU" if gpu else f"{cores} core{'' if cores == 1 else 's'}")
     return ServerReady(server="external", tuned_at=tuned_at, tracker=tracker, slice_applied=applied,
                        reason=f"slice {percent} %, as workbench serve set it and one server said before the run: {how}",
