@@ -13,6 +13,20 @@ from types import ModuleType
 # For runs whose subject is not the search (faults, processes, the UI): a random cost model and replayed traces
 # make each batch cheap on 2 cores; the real search is tested where it is the subject.
 CHEAP_SEARCH = dict(cost_model="random", strategy="replay-trace")
+# Source for `python -c` scripts that test the search or the task scheduler, not the build or the run: every
+# candidate "builds", and "runs" in a random 0.1-1 ms. Needs random, derived_object, BuilderResult, PyBuilder,
+# LocalRunnerFuture and PyRunner imported by the script.
+NO_MEASURE = """
+@derived_object
+class NoBuild(PyBuilder):
+    def build(self, inputs):
+        return [BuilderResult("/nonexistent.so", None) for _ in inputs]
+
+@derived_object
+class NoRun(PyRunner):
+    def run(self, inputs):
+        return [LocalRunnerFuture([random.uniform(1e-4, 1e-3)], None) for _ in inputs]
+"""
 BENCH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench")
 
 

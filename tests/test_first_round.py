@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 from conftest import ROOT
+from support import NO_MEASURE
 
 _SEARCH = """
 import json, logging, random, sys, tempfile, time
@@ -26,16 +27,7 @@ load_family("cpu", sys.argv[1])
 target = target_spec("cpu", detect()).build()
 task = extract_tasks(load_model("mlp-small").mod, target)[0]
 
-@derived_object
-class NoBuild(PyBuilder):  # the search is under test, not the build: every candidate "builds"
-    def build(self, inputs):
-        return [BuilderResult("/nonexistent.so", None) for _ in inputs]
-
-@derived_object
-class NoRun(PyRunner):
-    def run(self, inputs):
-        return [LocalRunnerFuture([random.uniform(1e-4, 1e-3)], None) for _ in inputs]
-
+""" + NO_MEASURE + """
 @derived_object
 class LikesWhatItMeasured(PyCostModel):
     # A trained model's view: the measured best score high. Here every measured schedule scores 1.

@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 from conftest import ROOT
+from support import NO_MEASURE
 
 _PICKS = """
 import json, logging, random, sys, tempfile
@@ -21,16 +22,7 @@ from workbench.task_scheduler import StreamingScheduler
 target = target_spec("cpu", detect()).build()
 tasks = extract_tasks(load_model("mlp-small").mod, target)
 
-@derived_object
-class NoBuild(PyBuilder):  # which task gets the batch is under test, not the build or the run
-    def build(self, inputs):
-        return [BuilderResult("/nonexistent.so", None) for _ in inputs]
-
-@derived_object
-class NoRun(PyRunner):
-    def run(self, inputs):
-        return [LocalRunnerFuture([random.uniform(1e-4, 1e-3)], None) for _ in inputs]
-
+""" + NO_MEASURE + """
 names = [t.task_name for t in tasks]
 out = {"order": names}
 for case, prior in (("none", {}), ("second slower", {names[0]: 1e-6, names[1]: 1e-3}),

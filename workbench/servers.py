@@ -126,15 +126,18 @@ def external_ready(tuned_at: int, tracker: str, said: dict) -> ServerReady:
     if percent is None:
         return ServerReady(server="external", tuned_at=tuned_at, tracker=tracker, slice_applied=False,
                            reason="servers are the user's: their slices are not managed here")
-    gpu = said.get("sm_count") is not None
-    applied = not gpu or said.get("mps_percentage") is not None or percent == 100  # serve starts no MPS for 100 %
-    cores = said.get("cores")
-    how = ("the whole GPU" if gpu and percent == 100 and said.get("mps_percentage") is None else
-           f"MPS active thread percentage {said.get('mps_percentage')}" if gpu and applied else
-           "no MPS on the server's GPU: the whole GPU" if gpu else f"{cores} core{'' if cores == 1 else 's'}")
+    mps, cores = said.get("mps_percentage"), said.get("cores")
+    if said.get("sm_count") is None:
+        applied, slicing, how = True, "cores", f"{cores} core{'' if cores == 1 else 's'}"
+    elif mps is not None:
+        applied, slicing, how = True, "mps", f"MPS active thread percentage {mps}"
+    elif percent == 100:  # serve starts no MPS for a whole GPU
+        applied, slicing, how = True, "mps", "the whole GPU"
+    else:
+        applied, slicing, how = False, "none", "no MPS on the server's GPU: the whole GPU"
     return ServerReady(server="external", tuned_at=tuned_at, tracker=tracker, slice_applied=applied,
                        reason=f"slice {percent} %, as workbench serve set it and one server said before the run: {how}",
-                       slice_percent=percent, slicing=("mps" if applied else "none") if gpu else "cores",
+                       slice_percent=percent, slicing=slicing,
                        sm_count=said.get("sm_count"), device_name=said.get("device_name"),
                        mps_percentage=said.get("mps_percentage"))
 
