@@ -266,6 +266,32 @@ def _assert_worker_gone(worker: psutil.Process, timeout: float = 5.0) -> None:
         raise AssertionError(f"inference worker {worker.pid} outlived the stop: {worker.cmdline()}") from None
 
 
+def test_repair_drops_a_record_whose_workload_a_full_disk_lost(tmp_path):
+    """A full disk can lose a workload line while a later record's write gets through (the space a stopping run
+    frees); TVM then refuses the whole database. repair_databases drops that record and keeps the others."""
+    from tvm.s_tir import meta_schedule as ms
+
+    from workbench.finisher import repair_databases
+
+    run = wb.tune(wb.TuneSpec(model="mlp-small", shards=1, servers=1, slices=(100,), trials=4, trials_per_batch=4,
+                              **CHEAP_SEARCH), home=str(tmp_path))
+    assert run.wait(timeout=300) == "done", run.message
+    db_dir = os.path.join(run.dir, "stages", "100", "shard-0")
+    records = os.path.join(db_dir, "database_tuning_record.json")
+    with open(records) as f:
+        lines = f.readlines()
+    with open(os.path.join(db_dir, "database_workload.json")) as f:
+        workloads = sum(1 for line in f if line.strip())
+    dangling = f"[{workloads}," + lines[0].split(",", 1)[1]  # a complete record of a workload never written
+    with open(records, "a") as f:
+        f.write(dangling)
+    with pytest.raises(Exception, match="workload_index"):
+        ms.database.JSONDatabase(work_dir=db_dir)
+    assert repair_databases(run.dir) == [records]
+    assert len(ms.database.JSONDatabase(work_dir=db_dir)) == len(lines)
+    assert repair_databases(run.dir) == []
+
+
 def test_stopping_a_sweep_leaves_no_inference_worker(tmp_path):
     """Stop during the run's sweeping phase, then stop a background sweep (Run.start_sweep): each time
     with its inference worker hung, which must not outlive the stop."""

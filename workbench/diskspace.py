@@ -93,3 +93,22 @@ def trim_torn_tail(path: str) -> int:
             return size - keep
     except FileNotFoundError:
         return 0
+
+
+def drop_dangling_records(workload_path: str, record_path: str) -> int:
+    """Drop the tuning records whose workload line a full disk lost while a later record's write got through (the
+    space a stopping run frees): TVM's JSONDatabase refuses to open a database with such a record. Returns how many
+    were dropped."""
+    try:
+        with open(workload_path, "rb") as f:
+            workloads = sum(1 for line in f if line.strip())
+        with open(record_path, "rb") as f:
+            lines = f.readlines()
+    except FileNotFoundError:
+        return 0
+    keep = [line for line in lines if not line.strip() or int(line[1:line.index(b",")]) < workloads]
+    if len(keep) < len(lines):
+        with open(record_path, "wb") as f:
+            f.writelines(keep)
+    return len(lines) - len(keep)
+

@@ -18,8 +18,16 @@ from .spec import TuneSpec, parse_tracker
 
 
 def repair_databases(run_dir: str) -> list[str]:
-    """Cut the unfinished last record (a write cut short by a full disk or a stop) off every shard database."""
-    return [path for path in store.RunDir(run_dir).shard_db_files() if diskspace.trim_torn_tail(path)]
+    """Cut the unfinished last record (a write cut short by a full disk or a stop) off every shard database, then
+    the records whose workload a full disk lost; returns the files changed."""
+    files = store.RunDir(run_dir).shard_db_files()
+    changed = [path for path in files if diskspace.trim_torn_tail(path)]
+    for path in files:
+        if path.endswith("database_tuning_record.json"):
+            workloads = os.path.join(os.path.dirname(path), "database_workload.json")
+            if diskspace.drop_dangling_records(workloads, path) and path not in changed:
+                changed.append(path)
+    return changed
 
 
 def measured_defaults(run_dir: str, tuned_at: int) -> dict[str, float | None]:
