@@ -121,3 +121,23 @@ def test_tables_have_local_times_and_readable_headers(tmp_path):
     shown = [*table["latency (median ± IQR)"], *table["untuned latency (median ± IQR)"]]
     assert len({v.split()[1] for v in shown}) == 1 and all(" ± " not in v or "(IQR)" in v for v in shown), shown
     assert table["outputs match"].tolist() == ["yes", "yes"] and "tuned_ms" in run.results  # raw fields stay
+
+
+def test_a_resumed_shard_is_timed_from_its_new_start():
+    """Seen on the H200 (2026-12-02): a shard resumed with nothing left to measure showed -9552 s elapsed (its last
+    batch was from the first session); a resumed shard's ETA counted the earlier session's trials in its rate."""
+    first = _tuning(50, 0.0, [10.0, 20.0]) + [ev.ShardFinished(t=20.0, shard=s, tuned_at=50, shard_trials=8)
+                                              for s in (0, 1)]
+    resumed = [ev.ShardPlanned(t=1000.0, shard=0, tuned_at=50, tasks=["a"], shard_trial_budget=8),
+               ev.ShardStarted(t=1000.0, shard=0, tuned_at=50, tasks=["a"], shard_trial_budget=8,
+                               shard_trials_resumed=8),
+               ev.ShardFinished(t=1003.0, shard=0, tuned_at=50, shard_trials=8),
+               ev.ShardPlanned(t=1000.0, shard=1, tuned_at=50, tasks=["a"], shard_trial_budget=16),
+               ev.ShardStarted(t=1000.0, shard=1, tuned_at=50, tasks=["a"], shard_trial_budget=16,
+                               shard_trials_resumed=8),
+               ev.Batch(t=1040.0, shard=1, tuned_at=50, task="a", batch_size=4, shard_trials=12,
+                        shard_trial_budget=16, est_shard_us=1.0, shard_tasks_measured=1, shard_tasks=1)]
+    df = shard_progress(START + first + resumed, ended=False, now=1050.0).set_index("shard")
+    assert df.loc[0, "state"] == "finished" and df.loc[0, "elapsed_s"] == 3.0
+    assert df.loc[1, "elapsed_s"] == 50.0 and df.loc[1, "trials_done"] == 12
+    assert df.loc[1, "eta_s"] == 30.0  # 4 trials in 40 s this session: the last 4 take 40 s, 10 of them gone

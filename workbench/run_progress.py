@@ -91,9 +91,10 @@ def shard_progress(events: list[Event], ended: bool, now: float | None = None) -
         if isinstance(e, ShardPlanned):
             row["tasks"] = len(e.tasks)
             row["trials_budget"] = e.shard_trial_budget
-        elif isinstance(e, ShardStarted):
-            row["state"], row["t_start"] = "running", e.t
+        elif isinstance(e, ShardStarted):  # a resumed shard starts a new session: its clock starts again
+            row["state"], row["t_start"], row["t_end"] = "running", e.t, None
             row["trials_done"] = max(row["trials_done"], e.shard_trials_resumed)
+            row["_resumed"] = e.shard_trials_resumed
         elif isinstance(e, Batch):
             row["trials_done"] = e.shard_trials
             row["t_last"] = e.t
@@ -101,7 +102,7 @@ def shard_progress(events: list[Event], ended: bool, now: float | None = None) -
             row["tasks_measured"] = e.shard_tasks_measured
             row.setdefault("_errs", {})[e.task] = (e.build_errors, e.run_errors)
         elif isinstance(e, ShardFinished):
-            row["state"] = "finished"
+            row["state"], row["t_end"] = "finished", e.t
             row["trials_done"] = max(row["trials_done"], e.shard_trials)
         else:
             row["state"] = "failed"
@@ -113,16 +114,18 @@ def shard_progress(events: list[Event], ended: bool, now: float | None = None) -
         errs = row.pop("_errs", {})
         row["build_errors"] = sum(b for b, _ in errs.values())
         row["run_errors"] = sum(r for _, r in errs.values())
-        t_start, t_last = row.pop("t_start"), row.pop("t_last")
+        t_start, t_last, t_end = row.pop("t_start"), row.pop("t_last"), row.pop("t_end", None)
         row["started"], row["last_batch"] = local_time(t_start), local_time(t_last)
         running = row["state"] == "running"
-        known = t_start is not None and t_last is not None
-        elapsed = ((now if running else t_last) - t_start) if known else 0.0
-        row["elapsed_s"] = round(elapsed, 1)
+        end = now if running else (t_end if t_end is not None else t_last)
+        elapsed = max(0.0, end - t_start) if t_start is not None and end is not None else 0.0
+        row["elapsed_s"] = round(elapsed, 1)  # of the shard's latest session (a resume's, after a resume)
         done, budget = row["trials_done"], row["trials_budget"]
+        this_session = done - row.pop("_resumed", 0)
         eta = None
-        if running and done and known:  # the rate at the last batch; the ETA counts down between batches
-            eta = max(0.0, (t_last - t_start) / done * max(0, budget - done) - (now - t_last))
+        if running and this_session > 0 and t_start is not None and t_last is not None and t_last >= t_start:
+            # the rate at the last batch, over this session's trials; the ETA counts down between batches
+            eta = max(0.0, (t_last - t_start) / this_session * max(0, budget - done) - (now - t_last))
         row["eta_s"] = None if eta is None else round(eta, 1)
         out.append(row)
     df = pd.DataFrame(out)
