@@ -106,13 +106,15 @@ def test_slices_and_latency(tmp_path, monkeypatch) -> None:
     text = _text(nb)
     assert re.search(r"mlp on nvidia-h200-x2, 2026-11-29, 32 trials per tuning slice", text), text[-2000:]
     assert "resnet18-small on nvidia-h200-x2, 2026-11-30, 96 trials per tuning slice" in text
-    # mlp:1024 at two budgets, never mixed, with opposite recommendations (search luck); bert-layer:8 under way
+    # mlp:1024 at two budgets, never mixed, with opposite recommendations (search luck); bert-layer:8 at two
     assert "mlp:1024 on nvidia-h200, 2026-12-02, 160 trials per tuning slice" in text
     assert "mlp:1024 on nvidia-h200, 2026-12-02, 320 trials per tuning slice" in text
     assert "Tune at 50%: on every inference slice from 10-100% its model is the fastest or within the timing" in text
     assert "Tune at 100%: on every inference slice from 10-100% its model is at most 1.04x slower than the best " \
            "model for that slice (worst at 30%)" in text
     assert "bert-layer:8 on nvidia-h200, 2026-12-02, 320 trials per tuning slice" in text
+    # the same 100 % run tuned on to 960 trials (resume --trials): labelled by the budget its sweep was timed at
+    assert "bert-layer:8 on nvidia-h200, 2026-12-02, 960 trials per tuning slice" in text
     assert _has_dataframe(nb, "tuned / untuned ms at its own slice")
     assert text.count("This machine, mlp-small") == 1
     assert took < 240
