@@ -1,6 +1,7 @@
 """End to end on the CPU: real tuning, 2 shards x 2 core-sliced RPC servers on loopback."""
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -226,6 +227,13 @@ def test_resume_with_more_trials_tunes_a_done_run_on_to_the_raised_budget(tmp_pa
     res = again.results
     assert list(res.tuned_at) == [100] and bool(res.match.iloc[0])
     assert res.trials_asked.iloc[0] == 12 and res.records.iloc[0] == total and res.tasks_tuned.iloc[0] == 2
+    # what the raise gained is shown: each budget's model, timed at its slice, and the last raise's gain
+    budgets = again.budgets()
+    assert list(budgets.trials) == [4, 12] and list(budgets.tuned_at) == [100, 100]
+    assert budgets.tuned_ms.iloc[-1] == res.tuned_ms.iloc[0] and budgets.gain_verdict.iloc[-1] in (
+        "faster", "slower", "within noise")
+    assert re.search(r"Tuned on, at 100 %: 4 -> 12 trials, .* the last raise (made it \d\.\d\dx (faster|slower)|"
+                     r"changed it within the timing noise)", out.stdout), out.stdout[-1500:]
 
 
 @pytest.mark.parametrize("costs", [(10, 9, 8, 1), (10, 6, 5, 4), (50, 3, 2, 1, 1, 1), (7, 7, 7)])

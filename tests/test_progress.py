@@ -141,3 +141,31 @@ def test_a_resumed_shard_is_timed_from_its_new_start():
     assert df.loc[0, "state"] == "finished" and df.loc[0, "elapsed_s"] == 3.0
     assert df.loc[1, "elapsed_s"] == 50.0 and df.loc[1, "trials_done"] == 12
     assert df.loc[1, "eta_s"] == 30.0  # 4 trials in 40 s this session: the last 4 take 40 s, 10 of them gone
+
+
+def test_each_budget_shows_its_model_and_what_the_raise_gained():
+    """`Run.budgets()` / `budget_line`: the models of the first budget and of each raise, per tuning slice, and the
+    last raise's gain with its noise (the H200's bert-layer:8 at 100 %: 320 -> 640 -> 960 trials, 2026-12-02)."""
+    from workbench.events import as_dict
+    from workbench.tables import budget_history, budget_line
+
+    def timed(t, at, ms, iqr):
+        return ev.Timed(t=t, tuned_at=at, tuned_ms=ms, tuned_iqr_ms=iqr, untuned_ms=0.919, speedup=0.919 / ms)
+
+    events = [ev.Launched(t=0.0), ev.RunStarted(t=0.0, run_id="x", spec={"trials": 320}),
+              timed(1.0, 25, 2.313, 0.001), timed(2.0, 100, 0.8199, 0.002),
+              ev.Launched(t=3.0, resume=True, trials=640), ev.RunStarted(t=3.0, run_id="x", spec={"trials": 640}),
+              timed(4.0, 100, 0.7310, 0.0005),
+              ev.Launched(t=5.0, resume=True, trials=960), ev.RunStarted(t=5.0, run_id="x", spec={"trials": 960}),
+              timed(6.0, 100, 0.7297, 0.0017)]
+    df = budget_history([as_dict(e) for e in events])
+    assert list(zip(df.trials, df.tuned_at)) == [(320, 25), (320, 100), (640, 100), (960, 100)]
+    assert df.gain.iloc[2] == pytest.approx(0.8199 / 0.7310) and df.gain_verdict.iloc[2] == "faster"
+    assert df.gain_verdict.iloc[3] == "within noise"  # 1.3 us apart, IQR 1.7 us
+    assert budget_line(df) == ("Tuned on, at 100 %: 320 -> 640 -> 960 trials, 819.9 -> 731.0 -> 729.7 us; "
+                               "the last raise changed it within the timing noise (1.00x)")  # 25 %: not raised
+    assert budget_line(df.iloc[:3]).endswith("the last raise made it 1.12x faster")
+    slower = budget_history([as_dict(e) for e in events[:3] + [timed(2.0, 100, 0.7310, 0.0005)] + events[4:6]
+                             + [timed(4.0, 100, 0.8199, 0.002)]])
+    assert budget_line(slower).endswith("the last raise made it 1.12x slower")
+    assert budget_line(df[df.trials == 320]) == ""

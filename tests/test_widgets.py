@@ -455,6 +455,8 @@ def test_tune_on_raises_a_finished_runs_budget_from_the_form(home, sleeper) -> N
     assert again.results.records.iloc[0] >= 8
     p.refresh(force=True)
     assert more.layout.display == "none"  # the form's 8 is the run's budget now
+    raised = "Tuned on, at 100 %: 4 -> 8 trials"  # the raise's gain, under the results and on the button
+    assert html.escape(raised) in p._results.value and "wb-raised" in p._results.value and raised in more.tooltip
     p.close()
     capped = make_run(home, run_id="capped-run")  # 8 trials, 2 tasks; at most 5 trials per task: 10 at most
     spec_path = os.path.join(home, "runs", capped, "spec.json")

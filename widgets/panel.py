@@ -23,7 +23,7 @@ from .figures import make_live_figure, persist, reset_live_figure, update_live_f
 from .form import SPEC_FIELDS, TuneForm
 from .progress import ShardBars
 from .panel_actions import ButtonActions
-from .panel_views import ACTIVE, RunViews
+from .panel_views import ACTIVE, MORE_TIP, RunViews
 from .tasks import TaskTable, top_tasks, trace_note, tuned_counts
 
 MAX_HZ = 4.0
@@ -57,8 +57,7 @@ class Panel(ButtonActions, RunViews):
             tune=_button("Tune", "wb-tune", "primary", "play", "validate the form and start tuning in the background"),
             resume=_button("Resume", "wb-resume", "success", "redo",
                            "continue this run from the records it measured (it keeps its spec and budget)"),
-            more=_button("Tune on", "wb-more", "success", "forward",
-                         "tune this run on from its records to the trials per slice in the form (a raised budget)"),
+            more=_button("Tune on", "wb-more", "success", "forward", MORE_TIP),
             stop=_button("Stop", "wb-stop", "danger", "stop", "stop the run (all its processes)"),
             finish=_button("Finish", "wb-finish", "warning", "flag-checkered",
                            "end tuning now and compile, verify and time the best model so far"),

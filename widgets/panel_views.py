@@ -15,6 +15,7 @@ from .form import field_name
 from .ran import ran_html
 from .tasks import plan_html
 
+MORE_TIP = "tune this run on from its records to the trials per slice in the form (a raised budget)"
 ACTIVE = ("running", "starting")
 RESUMABLE = ("stopped", "partial", "failed", "crashed")  # ended before its budget: Resume continues it
 
@@ -139,8 +140,11 @@ class RunViews:
             self._results.value = ""
             return
         table = run.results_table().to_html(index=False, float_format=lambda v: f"{v:.4g}", border=0)
+        raised = engine.budget_line(run.budgets())  # what each earlier raise gained: is another one worth it?
+        note = f"<div class='wb-raised' style='font-size:90%;color:#555'>{html.escape(raised)}</div>" if raised else ""
         self._results.value = (f"<div style='margin:6px 0'><b>Results</b> (run.results_table(); run.results has "
-                               f"the raw fields){table}</div>")
+                               f"the raw fields){table}{note}</div>")
+        self.controls["more"].tooltip = MORE_TIP + (f". {raised}" if raised else "")
 
     def _drop_sweep_figure(self) -> None:
         """Close the previous run's sweep figure (the next sweep builds a new one). Hidden, it would still

@@ -194,6 +194,8 @@ def task_lines(tasks, sort: str = "share", every: bool = False) -> str:
 def _print_results(run, sort: str = "share", every: bool = False) -> None:
     import pandas as pd
 
+    from .tables import budget_line
+
     with pd.option_context("display.width", 160, "display.max_columns", 20):
         for stage, part in run.tasks().groupby("tuned_at"):
             print(f"\ntasks tuned at {stage}% (share: of the model's time on default schedules):\n"
@@ -203,6 +205,8 @@ def _print_results(run, sort: str = "share", every: bool = False) -> None:
             print("\nresults:\n" + res.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
             for line in busy_lines(run.results, "tuned_at", "slice {} %"):
                 print(line)
+            if raised := budget_line(run.budgets()):
+                print(raised)
         sweep = run.sweep
         if len(sweep):
             print("\n" + sweep_lines(sweep, run.plan, run.sweep_untuned()))

@@ -21,7 +21,7 @@ from .events import EventReader, as_dict
 from .procs import group_alive
 from .run_progress import Overall, overall, shard_progress
 from .spec import SpecError, TuneSpec
-from .tables import events_table, results_table
+from .tables import budget_history, events_table, results_table
 
 
 class Run:
@@ -274,6 +274,11 @@ class Run:
     def results_table(self) -> pd.DataFrame:
         """The results as people read them: "tuned at (%)", "latency (median ± IQR)", "speedup vs untuned", ..."""
         return results_table(self.folder.read_results())
+
+    def budgets(self) -> pd.DataFrame:
+        """The model each budget ended with per tuning slice (the first, then each `resume --trials` raise), with
+        each raise's gain over the budget before it and whether that gain is beyond the timing noise."""
+        return budget_history(self.event_list())
 
     @property
     def sweep(self) -> pd.DataFrame:

@@ -1,4 +1,4 @@
-"""Tables for people: the event log with local times, the results with readable headers.
+"""Tables for people: the event log with local times, the results with readable headers, each budget's model.
 
 `Run.events` and `Run.results_table()` build on these; code that needs the raw values reads `Run.event_list()`
 (unix seconds in `t`) and `Run.results` (results.json's field names).
@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from .noise import fmt_timing
+from .noise import fmt_timing, within_noise
 from .units import time_unit
 
 # results.json field -> the header people read (in this order); the panel and the CLI show these columns
@@ -63,3 +63,50 @@ def results_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
             out[col] = [fmt_timing(m, i if i == i else None, unit=unit) if m is not None and m == m else "-"
                         for m, i in zip(df[col], spreads)]
     return out.rename(columns=RESULT_HEADERS)
+
+
+BUDGET_COLUMNS = ["trials", "tuned_at", "tuned_ms", "tuned_iqr_ms", "untuned_ms", "speedup", "gain", "gain_verdict"]
+
+
+def budget_history(events: list[dict[str, Any]]) -> pd.DataFrame:
+    """The model each budget ended with, per tuning slice: the run's first budget, then each raise (`resume
+    --trials`). `trials` per tuning slice, the `timed` event's tuned and untuned ms, and against the previous budget's
+    model at that slice `gain` (its time over this one's) and `gain_verdict` (faster, slower or within noise)."""
+    trials, rows = None, {}
+    for e in events:
+        if e["kind"] == "run_started" and trials is None:
+            trials = e["spec"].get("trials")
+        elif e["kind"] == "launched" and e.get("trials"):
+            trials = e["trials"]
+        elif e["kind"] == "timed":
+            rows[(trials, e["tuned_at"])] = {"trials": trials, **{k: e.get(k) for k in BUDGET_COLUMNS[1:6]}}
+    out = []
+    for tuned_at in sorted({at for _, at in rows}):
+        prev = None
+        for row in [r for (_, at), r in rows.items() if at == tuned_at]:  # in the order the budgets came
+            gain = verdict = None
+            if prev is not None:
+                gain = prev["tuned_ms"] / row["tuned_ms"]
+                same = within_noise(prev["tuned_ms"], prev["tuned_iqr_ms"], row["tuned_ms"], row["tuned_iqr_ms"])
+                verdict = "within noise" if same else "faster" if gain > 1 else "slower"
+            out.append({**row, "gain": gain, "gain_verdict": verdict})
+            prev = row
+    return pd.DataFrame(out, columns=BUDGET_COLUMNS)
+
+
+def budget_line(history: pd.DataFrame) -> str:
+    """'Tuned on, at 100 %: 320 -> 640 -> 960 trials, 819.9 -> 731.0 -> 729.7 us; the last raise changed it within
+    the timing noise (1.00x)', a clause per tuning slice; '' for a run never raised."""
+    parts = []
+    for tuned_at, part in history.groupby("tuned_at", sort=True):
+        if len(part) < 2:
+            continue
+        last = part.iloc[-1]
+        budgets = " -> ".join("-" if t is None or t != t else str(int(t)) for t in part["trials"])
+        unit = time_unit([m * 1e3 for m in part["tuned_ms"]])  # the results table's unit for these times
+        times = " -> ".join(fmt_timing(m, short=True, unit=unit) for m in part["tuned_ms"])
+        gain, verdict = last["gain"], last["gain_verdict"]
+        said = (f"made it {gain:.2f}x faster" if verdict == "faster" else f"made it {1 / gain:.2f}x slower"
+                if verdict == "slower" else f"changed it within the timing noise ({gain:.2f}x)")
+        parts.append(f"at {tuned_at} %: {budgets} trials, {times} {unit}; the last raise {said}")
+    return ("Tuned on, " + "; ".join(parts)) if parts else ""
