@@ -1,5 +1,5 @@
 """StreamingScheduler on resume: a task with records starts from its best so far, so the raised budget goes where
-the time is, not to a first batch of every task again."""
+the time is, not to a first batch of every task again; and `trials_per_task` counts those records too."""
 import json
 import subprocess
 import sys
@@ -25,19 +25,22 @@ tasks = extract_tasks(load_model("mlp-small").mod, target)
 """ + NO_MEASURE + """
 names = [t.task_name for t in tasks]
 out = {"order": names}
-for case, prior in (("none", {}), ("second slower", {names[0]: 1e-6, names[1]: 1e-3}),
-                    ("first slower", {names[0]: 1e-3, names[1]: 1e-6}), ("second new", {names[0]: 1e-3})):
+first, second = names
+for case, prior, done, cap, trials in (
+        ("none", {}, {}, None, 4), ("second slower", {first: 1e-6, second: 1e-3}, {}, None, 4),
+        ("first slower", {first: 1e-3, second: 1e-6}, {}, None, 4), ("second new", {first: 1e-3}, {}, None, 4),
+        ("first slower, capped", {first: 1e-3, second: 1e-6}, {first: 8, second: 4}, 8, 4),
+        ("first near its cap", {}, {first: 6}, 8, 16)):
     with tempfile.TemporaryDirectory() as wd:
         ctxs, w = ms.relax_integration.extracted_tasks_to_tune_contexts(tasks, wd, strategy="replay-trace",
                                                                         num_threads=1, seed=0)
         db = ms.database.MemoryDatabase()
-        ms.tune_tasks(tasks=ctxs, task_weights=w, work_dir=wd, max_trials_global=4, num_trials_per_iter=4,
-                      builder=NoBuild(), runner=NoRun(), database=db, cost_model="random",
+        ms.tune_tasks(tasks=ctxs, task_weights=w, work_dir=wd, max_trials_global=trials, num_trials_per_iter=4,
+                      max_trials_per_task=cap, builder=NoBuild(), runner=NoRun(), database=db, cost_model="random",
                       measure_callbacks=[ms.measure_callback.AddToDatabase()],
-                      task_scheduler=StreamingScheduler(seed=0, prior=prior))
-        measured = {c.task_name for c in ctxs if db.has_workload(c.mod) and
-                    len(db.get_top_k(db.commit_workload(c.mod), 100))}
-        out[case] = sorted(measured)
+                      task_scheduler=StreamingScheduler(seed=0, prior=prior, done=done, cap=cap))
+        out[case] = {c.task_name: len(db.get_top_k(db.commit_workload(c.mod), 100)) for c in ctxs
+                     if db.has_workload(c.mod)}
 print(json.dumps(out))
 """
 
@@ -47,7 +50,10 @@ def test_a_resumed_shard_spends_its_batch_where_the_time_is():
     assert proc.returncode == 0, proc.stderr[-3000:]
     got = json.loads(proc.stdout.strip().splitlines()[-1])
     first, second = got["order"]
-    assert got["none"] == [first], got  # no records: the plan's order (costliest first) for first batches
-    assert got["second slower"] == [second], got  # records: the task with the most time to win
-    assert got["first slower"] == [first], got
-    assert got["second new"] == [second], got  # a task without records still gets its first batch first
+    assert got["none"] == {first: 4}, got  # no records: the plan's order (costliest first) for first batches
+    assert got["second slower"] == {second: 4}, got  # records: the task with the most time to win
+    assert got["first slower"] == {first: 4}, got
+    assert got["second new"] == {second: 4}, got  # a task without records still gets its first batch first
+    # trials_per_task=8 counts the trials a task had before the resume: TVM's own cap counts this session's only
+    assert got["first slower, capped"] == {second: 4}, got  # first has its 8: the batch goes to second
+    assert got["first near its cap"] == {first: 4, second: 8}, got  # 6 + one batch; second's 8 end the shard

@@ -255,7 +255,8 @@ def run(job: ShardJob) -> int:
                           max_trials_per_task=job.spec.trials_per_task,
                           num_trials_per_iter=job.spec.trials_per_batch, builder=builder, runner=runner,
                           database=database, cost_model=cost_model, measure_callbacks=callbacks,
-                          task_scheduler=StreamingScheduler(seed=seed, prior=best))
+                          task_scheduler=StreamingScheduler(seed=seed, prior=best, done=done,
+                                                            cap=job.spec.trials_per_task))
     finally:
         if hasattr(builder, "shutdown"):
             builder.shutdown()

@@ -7,8 +7,9 @@ fire: database, cost model, progress event) before the next search starts, takes
 order (costliest first) for their first batch, and then picks by TVM's gradient rule
 (`gradient_based.cc`: alpha x backward-window gain + (1 - alpha) x best / rounds, times the task's
 weight). A resumed shard starts each task's history from its best record so far, so that it does not spend
-a first batch on every task again (on a model of many small tasks, most of a raised budget). The search
-inside a task is TVM's own.
+a first batch on every task again (on a model of many small tasks, most of a raised budget), and holds each task
+to what the user's `trials_per_task` leaves it (TVM's cap counts this session's trials only). The search inside a
+task is TVM's own.
 """
 from __future__ import annotations
 
@@ -46,10 +47,15 @@ class StreamingScheduler(PyTaskScheduler):
     """See the module docstring. `seed` breaks ties between equal gradients (-1: unseeded)."""
 
     def __init__(self, alpha: float = 0.2, window_size: int = 3, seed: int = -1,
-                 prior: dict[str, float] | None = None) -> None:
-        """`prior`: each task's best mean run time (s) in the shard's database, by task name (a resumed shard)."""
+                 prior: dict[str, float] | None = None, done: dict[str, int] | None = None,
+                 cap: int | None = None) -> None:
+        """`prior`: each task's best mean run time (s) in the shard's database, by task name (a resumed shard);
+        `done`: the trials each task has there; `cap`: trials per task in all, those included (None: no cap). A task
+        is sent no batch once its trials reach the cap (its last batch may pass it, as TVM's own cap lets it)."""
         super().__init__()
         self.prior = dict(prior or {})
+        self.done, self.cap = dict(done or {}), cap
+        self.left: list[float] = []  # per task: the trials the cap still allows
         self.alpha = alpha
         self.window = window_size
         self.rng = random.Random(None if seed < 0 else seed)
@@ -60,11 +66,12 @@ class StreamingScheduler(PyTaskScheduler):
         tasks = self._outer().tasks_
         if not self.history:
             self.history = [[self.prior[t.ctx.task_name]] if t.ctx.task_name in self.prior else [] for t in tasks]
+            self.left = [math.inf if self.cap is None else self.cap - self.done.get(t.ctx.task_name, 0) for t in tasks]
         if self.sent is not None:
             task, self.sent = self.sent, None
             if tasks[task].runner_futures is not None:  # None: its search ended and it was terminated
                 self._joined(task, self.join_running_task(task))
-        live = [i for i, t in enumerate(tasks) if not t.is_terminated]
+        live = [i for i, t in enumerate(tasks) if not t.is_terminated and self.left[i] > 0]
         if not live:
             return -1
         fresh = [i for i in live if not self.history[i]]
@@ -80,3 +87,4 @@ class StreamingScheduler(PyTaskScheduler):
     def _joined(self, task: int, results) -> None:
         previous = self.history[task][-1] if self.history[task] else math.inf
         self.history[task].append(min(previous, batch_best(results)))
+        self.left[task] -= len(results)
