@@ -2,6 +2,8 @@
 # One poll of a chain started with bench/device_detach.sh, from a device call: the chain's log, each step's last
 # lines, the newest run's shards, and every packed run folder and log copied to $OUT (at most 8 files come back).
 #   sleep 240; bash bench/device_poll.sh
+#   PACK_RUNNING=1 bash bench/device_poll.sh   # the last poll before the device time ends: the newest run's folder
+#                                              # too, as it is (<run>.partial.run.tgz; a later session resumes it)
 # Make the next poll call at once: the machine goes back 30 s after a call ends, and the chain with it.
 cat /tmp/dev/chain.log 2>/dev/null
 for f in /tmp/dev/*.log; do [ "$f" = /tmp/dev/chain.log ] || { echo "== $(basename "$f")"; grep -v '^\s*$' "$f" | tail -n 2; }; done
@@ -12,6 +14,10 @@ if [ -n "$newest" ]; then
 fi
 if [ -n "${OUT:-}" ]; then
   cp /tmp/dev/out/*.run.tgz "$OUT"/ 2>/dev/null
+  if [ -n "${PACK_RUNNING:-}" ] && [ -n "$newest" ] && [ ! -e "/tmp/dev/out/$(basename "$newest").run.tgz" ]; then
+    tar czf "$OUT/$(basename "$newest").partial.run.tgz" -C "$(dirname "$newest")" --exclude='*.so' --exclude=mps \
+      "$(basename "$newest")"
+  fi
   tail -n 5 /tmp/dev/*.log > "$OUT/logs.txt" 2>/dev/null
   ls "$OUT"
 fi
