@@ -47,10 +47,12 @@ def read_events(path: str) -> list[dict]:
 
 
 @functools.cache
-def run_events(results: str, run: str) -> list[dict] | None:
-    """A run's committed event log, in whichever folder holds it (None: it stayed on the device).
-    Read once per run; callers do not change it."""
-    found = glob.glob(os.path.join(results, "*", f"{run}.jsonl.gz"))
+def run_events(results: str, run: str, folder: str | None = None) -> list[dict] | None:
+    """A run's committed event log, in whichever folder holds it (None: it stayed on the device); `folder`'s own
+    copy first, where it has one (a run tuned on later is committed again elsewhere, with a longer log).
+    Read once per run and folder; callers do not change it."""
+    own = os.path.join(folder, f"{run}.jsonl.gz") if folder else ""
+    found = [own] if own and os.path.exists(own) else glob.glob(os.path.join(results, "*", f"{run}.jsonl.gz"))
     return read_events(found[0]) if found else None
 
 

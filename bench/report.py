@@ -41,7 +41,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from tuning_throughput import compare, steady_rate, time_to, tuning_window  # noqa: E402
 
-from experiments import Experiment, read_events, run_events  # noqa: E402
+from experiments import Experiment, run_events  # noqa: E402
 
 RESULTS = os.path.join(HERE, "results")
 FOLDER = re.compile(r"^(\d{4}-\d{2}-\d{2})-([a-z0-9]+)-(.+)$")
@@ -200,9 +200,7 @@ def matrix_table(e: Experiment, results: str) -> None:
     """Latency of every tuned model at every inference slice, from the folder's sweep CSVs, each row with its run's
     trial budget per tuning slice (from the run's event log), so that studies of one model at two budgets never mix."""
     for path in sorted(glob.glob(os.path.join(e.path, "*.sweep.csv"))):
-        run = os.path.basename(path).split(".")[0]
-        own = os.path.join(e.path, f"{run}.jsonl.gz")  # this folder's copy: a run raised later has a newer one elsewhere
-        events = (read_events(own) if os.path.exists(own) else run_events(results, run)) or []
+        events = run_events(results, os.path.basename(path).split(".")[0], e.path) or []
         # the last start's: a run resumed with a raised budget (`resume --trials`) was swept again at that budget
         trials = next((ev["spec"]["trials"] for ev in reversed(events) if ev["kind"] == "run_started"), None)
         if trials is None:  # a budget by default or per task: what the plan gave the first tuning slice's shards

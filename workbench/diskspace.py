@@ -111,4 +111,3 @@ def drop_dangling_records(workload_path: str, record_path: str) -> int:
         with open(record_path, "wb") as f:
             f.writelines(keep)
     return len(lines) - len(keep)
-
