@@ -5,8 +5,10 @@
 # /tmp/dev/out/<run>.run.tgz at once, for `bench/device_poll.sh` to bring back. Start it detached, from a private copy
 # of the checkout, after `source .device/rest/unpack.sh`:
 #   bash bench/device_detach.sh chain 'bash bench/slice_study_chain.sh resnet18 16,3,224,224 160 100,25,50'
+# Or tune packed runs of an earlier session on, one after another, each to its own budget (a partial pack is resumed
+# where it stopped, then compiled, timed and swept at its new budget):
+#   bash bench/slice_study_chain.sh --resume bench/results/F/RUN.run.tgz:640 bench/results/F/RUN2.partial.run.tgz:480
 set -u
-MODEL=$1 SHAPE=$2 TRIALS=$3 SLICES=$4
 HOME_DIR=${SLICE_STUDY_HOME:-/tmp/dev/s19} TARGET=${SLICE_STUDY_TARGET:-cuda}
 mkdir -p "$HOME_DIR/runs" /tmp/dev/out
 step() {
@@ -16,6 +18,18 @@ step() {
 pack() { tar czf "/tmp/dev/out/$1.run.tgz" -C "$HOME_DIR/runs" --exclude='*.so' --exclude=mps "$1"; echo "$(date -u +%T) packed $1"; }
 speedup() { grep -oP '\(\K[0-9.]+(?=x, )' "/tmp/dev/$1.log" | tail -1; }
 below() { python3 -c "import sys; sys.exit(0 if float('${1:-0}') < 1.3 else 1)"; }
+if [ "${1:-}" = --resume ]; then
+  shift
+  for item in "$@"; do
+    tgz=${item%:*} trials=${item##*:} run=$(basename "${item%:*}"); run=${run%%.*}
+    tar xzf "$tgz" -C "$HOME_DIR/runs" && echo "$(date -u +%T) unpacked $run"
+    step "$run-to-$trials" python3 bench/slice_study.py tune --home "$HOME_DIR" --resume "$run" --trials "$trials" \
+      --wait 3000
+    pack "$run"; echo "$(date -u +%T) $run at $trials trials: $(speedup "$run-to-$trials")x"
+  done
+  echo "$(date -u +%T) chain done"; exit 0
+fi
+MODEL=$1 SHAPE=$2 TRIALS=$3 SLICES=$4
 for s in ${SLICES//,/ }; do
   name=$MODEL-$s
   step "$name" python3 bench/slice_study.py tune --home "$HOME_DIR" --target "$TARGET" --model "$MODEL" --input-shape "$SHAPE" \

@@ -238,7 +238,8 @@ def test_resume_with_more_trials_tunes_a_done_run_on_to_the_raised_budget(tmp_pa
 
 @pytest.mark.parametrize("costs", [(10, 9, 8, 1), (10, 6, 5, 4), (50, 3, 2, 1, 1, 1), (7, 7, 7)])
 @pytest.mark.parametrize("shards", [1, 2, 3, 5])
-def test_a_raised_budget_keeps_each_shards_tasks_in_that_shard(costs, shards):
+@pytest.mark.parametrize("target", ["cpu", "cuda"])
+def test_a_raised_budget_keeps_each_shards_tasks_in_that_shard(costs, shards, target):
     """`more_trials` replans: each shard database must go on holding its own tasks' records (tasks may join)."""
     from workbench.budget import plan_budget
     from workbench.launch import more_trials
@@ -246,12 +247,12 @@ def test_a_raised_budget_keeps_each_shards_tasks_in_that_shard(costs, shards):
 
     tasks = [TaskInfo(f"t{i}", 1, float(c), 0.0) for i, c in enumerate(costs)]
     spec = wb.TuneSpec(model="mlp-small", shards=shards, trials=4 * shards, trials_per_batch=4)
-    budget = plan_budget(tasks, spec)
+    budget = plan_budget(tasks, spec, target=target)
     by_name = {t.name: t for t in tasks}
+    planned = plan_shards([by_name[n] for n in budget.tuned], shards, budget.trials, per_task=budget.batch,
+                          defaults=[by_name[n] for n in budget.default])
     plan = {"tasks": [{**t.__dict__, "cost": t.cost} for t in tasks], "budget": budget.to_dict(),
-            "shards": [s.to_dict() for s in plan_shards([by_name[n] for n in budget.tuned], shards, budget.trials,
-                                                        per_task=budget.batch,
-                                                        defaults=[by_name[n] for n in budget.default])]}
+            "target": {"kind": target}, "shards": [s.to_dict() for s in planned]}
     for more in range(spec.trials + 1, spec.trials + 4 * len(tasks) + 2):
         raised, replanned = more_trials(spec, plan, more)
         assert raised.trials == more == replanned["budget"]["trials"]

@@ -106,6 +106,40 @@ def test_sharding_balances_cost_and_splits_budget():
     assert sum(split_budget(7, [0.3, 0.3, 0.4], [1, 1, 1])) == 7
 
 
+def test_on_cuda_a_costly_tasks_later_batch_goes_before_a_cheap_tasks_first():
+    """The measured worth of a task's k-th batch (bench/results/2026-12-02-h200-batch-yields): 1, 0.45, 0.25, 0.25,
+    then 1 / k. A second batch of a 100-cost task (45) outbids a 40-cost task's first; a third (25) does not."""
+    from workbench.budget import batch_worth, describe, tasks_worth_a_batch
+
+    assert [batch_worth(k) for k in (1, 2, 3, 4, 5, 8)] == [1.0, 0.45, 0.25, 0.25, 0.2, 0.125]
+    ranked = [TaskInfo("a", 1, 100.0, 0), TaskInfo("b", 1, 100.0, 0), TaskInfo("c", 1, 40.0, 0),
+              TaskInfo("d", 1, 10.0, 0)]
+    assert [tasks_worth_a_batch(ranked, b) for b in (1, 2, 3, 4, 5, 7, 8)] == [1, 2, 2, 2, 3, 3, 3]
+    assert tasks_worth_a_batch(ranked, 8, most_each=2) == 4  # a and b capped at two batches: c, then d
+    # ResNet-18's shape of costs: 5 big convolutions, 4 of half, 3 of a quarter, 6 small
+    resnet = ([TaskInfo(f"big{i}", 2, 100.0, 0) for i in range(5)]
+              + [TaskInfo(f"half{i}", 1, 100.0, 0) for i in range(4)]
+              + [TaskInfo(f"quarter{i}", 1, 49.0, 0) for i in range(3)]
+              + [TaskInfo(f"small{i}", 1, 1.0, 0) for i in range(6)])
+    spec = TuneSpec(trials=160, trials_per_batch=16, shards=4)
+    everywhere, cuda = plan_budget(resnet, spec), plan_budget(resnet, spec, target="cuda")
+    assert len(everywhere.tuned) == 10 and everywhere.later_batches is None
+    assert cuda.tuned == tuple(sorted(f"big{i}" for i in range(5))) + tuple(f"half{i}" for i in range(4))
+    assert cuda.trials == 160 and cuda.to_dict()["later_batches"] == [1.0, 0.45, 0.25, 0.25]
+    assert "(the costliest tasks' later batches before the cheapest tasks' first)" in describe(cuda.to_dict())
+    assert "later batches" not in describe(everywhere.to_dict())
+    # the big ones' 2nd, 3rd and 4th batches (90, 50, 50) outbid a quarter's first (49), their 5th (40) does not
+    assert len(plan_budget(resnet, spec.replace(trials=24 * 16), target="cuda").tuned) == 9
+    assert len(plan_budget(resnet, spec.replace(trials=27 * 16), target="cuda").tuned) == 12
+    # at least a task per shard, and a raised run's tuned tasks stay tuned (they hold records)
+    assert len(plan_budget(resnet, spec.replace(trials=64, shards=4), target="cuda").tuned) == 4
+    assert len(plan_budget(resnet, spec.replace(trials=320), target="cuda", keep=15).tuned) == 15
+    assert len(plan_budget(resnet, spec.replace(trials=320), target="cuda", keep=30).tuned) == 18
+    # trials_per_task still holds: each task's 2 batches, every task tuned
+    capped = plan_budget(resnet, TuneSpec(trials_per_task=32, trials_per_batch=16, shards=2), target="cuda")
+    assert capped.trials == 18 * 32 and len(capped.tuned) == 18
+
+
 def test_more_shards_than_tasks_make_seeded_search_replicas():
     tasks = [TaskInfo("a", 1, 1000.0, 0), TaskInfo("b", 1, 1000.0, 0), TaskInfo("c", 1, 100.0, 0)]
     planned = plan_shards(tasks, 5, 80, per_task=16)

@@ -92,7 +92,7 @@ def plan_run(spec: TuneSpec, hw: Hardware | None = None, options: EngineOptions 
     tasks = [task_info(t) for t in extract_tasks(model.mod, tspec.build())]
     if not tasks:
         raise SpecError("model", f"{spec.model} has no tunable operator for {kind}")
-    budget = plan_budget(tasks, spec)
+    budget = plan_budget(tasks, spec, target=kind)
     by_name = {t.name: t for t in tasks}
     shards = plan_shards([by_name[n] for n in budget.tuned], spec.shards, budget.trials, per_task=budget.batch,
                          defaults=[by_name[n] for n in budget.default])
@@ -160,7 +160,7 @@ def more_trials(spec: TuneSpec, plan: dict, trials: int, swept: set[int] | froze
                                   f"it already has); got {trials!r}")
     spec = spec.replace(trials=trials, sweep_slices=tuple(sorted(set(spec.sweep_slices) | set(swept))))
     tasks = [TaskInfo(t["name"], t["weight"], t["flops"], t["bytes"]) for t in plan["tasks"]]
-    budget = plan_budget(tasks, spec)
+    budget = plan_budget(tasks, spec, target=plan.get("target", {}).get("kind"), keep=len(plan["budget"]["tuned"]))
     if budget.trials <= had:
         raise SpecError("trials", f"trials_per_task={spec.trials_per_task} caps the budget at {budget.trials} trials "
                                   f"per tuning slice, which the run already has; got {trials}")
