@@ -258,3 +258,23 @@ def test_each_matrix_row_carries_its_runs_trial_budget(tmp_path):
     report.write_matrices(report.load(str(tmp_path / "results")), str(tmp_path))
     _, rows = load_csv(tmp_path)
     assert [r["trials_per_stage"] for r in rows] == ["320", "96", ""]
+
+
+def test_the_batch_yields_are_what_the_committed_logs_give(tmp_path):
+    """`bench/results/2026-12-02-h200-batch-yields/yields.json` (the budget rule's data) recomputes from the
+    committed H200 event logs; each later batch adds less than the first, and the k-th batch's share of the first's
+    saving, over the searches with at least k batches, is `LATER_BATCH_WORTH`'s within 0.1."""
+    from workbench.budget import LATER_BATCH_WORTH
+
+    yields = bench_module("batch_yields")
+    out = tmp_path / "yields.json"
+    yields.main(["--out", str(out)])
+    committed = os.path.join(RESULTS, "2026-12-02-h200-batch-yields", "yields.json")
+    with open(committed) as f, open(out) as g:
+        assert json.load(f) == json.load(g)
+    for row in json.load(open(out))["by_slice"]["all"]:
+        saved = row["mean_saved"]
+        gains = [b - a for a, b in zip([0.0] + saved, saved)]
+        assert all(g < gains[0] for g in gains[1:]), row
+        k = row["batches"]
+        assert k == 1 or abs(gains[-1] / gains[0] - LATER_BATCH_WORTH[k - 1]) < 0.1, row
