@@ -188,7 +188,7 @@ def test_resume_with_more_trials_tunes_a_done_run_on_to_the_raised_budget(tmp_pa
     import shutil
 
     spec = wb.TuneSpec(model="mlp-small", shards=1, servers=1, slices=(100,), trials=4, trials_per_batch=4,
-                       **CHEAP_SEARCH)
+                       **{**CHEAP_SEARCH, "cost_model": "xgb"})  # replayed traces: the cost model is only taught
     first = wb.tune(spec, home=str(tmp_path / "first"))
     assert first.wait(timeout=300) == "done", first.message
     assert first.plan["budget"]["tasks_tuned"] == 1  # mlp-small has 2 tasks: 4 trials (one batch) tune the costlier
@@ -221,6 +221,7 @@ def test_resume_with_more_trials_tunes_a_done_run_on_to_the_raised_budget(tmp_pa
     assert len(again.sweep) == 1 and again.sweep.latency_ms_median.iloc[0] == points[-1]["latency_ms_median"]
     started = again.event_list("shard_started")[-1]
     assert started["shard_trial_budget"] == 12 and started["shard_trials_resumed"] == kept
+    assert started["cost_model_records"] == kept  # the resumed shard's cost model learned its records first
     with open(db) as f:
         total = sum(1 for line in f if line.strip())
     assert 12 <= total <= 12 + spec.trials_per_batch

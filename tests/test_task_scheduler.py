@@ -57,3 +57,49 @@ def test_a_resumed_shard_spends_its_batch_where_the_time_is():
     # trials_per_task=8 counts the trials a task had before the resume: TVM's own cap counts this session's only
     assert got["first slower, capped"] == {second: 4}, got  # first has its 8: the batch goes to second
     assert got["first near its cap"] == {first: 4, second: 8}, got  # 6 + one batch; second's 8 end the shard
+
+
+_WARM = """
+import json, logging, random, tempfile
+logging.getLogger("tvm.s_tir.meta_schedule").setLevel(logging.WARNING)
+from tvm.ir.utils import derived_object
+from tvm.s_tir import meta_schedule as ms
+from tvm.s_tir.meta_schedule.builder import BuilderResult, PyBuilder
+from tvm.s_tir.meta_schedule.runner import LocalRunnerFuture, PyRunner
+from workbench.client import warm_cost_model
+from workbench.hardware import detect, target_spec
+from workbench.models import load_model
+from workbench.shards import extract_tasks
+
+target = target_spec("cpu", detect()).build()
+tasks = extract_tasks(load_model("mlp-small").mod, target)
+""" + NO_MEASURE + """
+out = {}
+with tempfile.TemporaryDirectory() as wd:
+    ctxs, w = ms.relax_integration.extracted_tasks_to_tune_contexts(tasks, wd, strategy="replay-trace",
+                                                                    num_threads=1, seed=0)
+    db = ms.database.JSONDatabase(work_dir=wd)
+    out["empty"] = warm_cost_model(ms.cost_model.CostModel.create("xgb", num_tuning_cores=1), db, ctxs)
+    ms.tune_tasks(tasks=ctxs, task_weights=w, work_dir=wd, max_trials_global=128, num_trials_per_iter=16,
+                  builder=NoBuild(), runner=NoRun(), database=db, cost_model="random",
+                  measure_callbacks=[ms.measure_callback.AddToDatabase()])
+    out["records"] = sum(len(db.get_top_k(db.commit_workload(c.mod), 100000)) for c in ctxs)
+    model = ms.cost_model.CostModel.create("xgb", num_tuning_cores=1)
+    out["learned"] = warm_cost_model(model, db, ctxs)
+    out["data_size"] = model.data_size
+    ctx = ctxs[0]
+    picks = [r.as_measure_candidate() for r in db.get_top_k(db.commit_workload(ctx.mod), 8)]
+    out["same_scores_twice"] = model.predict(ctx, picks).tolist() == model.predict(ctx, picks).tolist()
+print(json.dumps(out))
+"""
+
+
+def test_a_resumed_shard_cost_model_learns_its_records_before_the_first_batch():
+    """TVM's XGBoost model scores candidates at random until it holds 100 samples, and `tune_tasks` starts it empty:
+    a resumed shard teaches it every record of its database first, so the raised budget's first batch is guided."""
+    proc = subprocess.run([sys.executable, "-c", _WARM], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got["empty"] == 0
+    assert got["records"] >= 100 and got["learned"] == got["records"] == got["data_size"], got
+    assert got["same_scores_twice"], got  # trained: no longer the random scores of an empty model

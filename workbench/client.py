@@ -134,6 +134,25 @@ def previous_progress(database, contexts) -> tuple[dict[str, int], dict[str, flo
     return trials, best
 
 
+def warm_cost_model(cost_model, database, contexts) -> int:
+    """Teach a fresh cost model the shard's own records (a resumed shard); returns how many it learned.
+
+    `tune_tasks` starts its cost model empty, and TVM's XGBoost model predicts at random until it holds 100 samples:
+    a raised budget would search its first batches as if nothing had been measured."""
+    from tvm.s_tir import meta_schedule as ms
+
+    learned = 0
+    for ctx in contexts:
+        if not database.has_workload(ctx.mod):
+            continue
+        records = database.get_top_k(database.commit_workload(ctx.mod), 100000)
+        if records:
+            cost_model.update(ctx, [r.as_measure_candidate() for r in records],
+                              [ms.runner.RunnerResult(run_secs=r.run_secs, error_msg=None) for r in records])
+            learned += len(records)
+    return learned
+
+
 def wait_for_servers(job: ShardJob, timeout: float = 300.0) -> None:
     """Block until the tracker lists the job's servers (a key with no server would hang tuning)."""
     from .servers import count_servers, tracker_summary
@@ -236,17 +255,21 @@ def run(job: ShardJob) -> int:
         progress = ProgressCallback(events.emit, job.shard, job.tuned_at, job.trials, done, best, builder)
         progress.weights.update({c.task_name: float(w) for c, w in zip(good_ctx, good_w)})
         startup.mark("design_spaces")
+        cost_model = ms.cost_model.CostModel.create(job.spec.cost_model, num_tuning_cores=job.num_threads) \
+            if job.spec.cost_model == "xgb" else job.spec.cost_model
+        learned = warm_cost_model(cost_model, database, good_ctx) if remaining and done and \
+            job.spec.cost_model == "xgb" else 0
+        if learned:
+            startup.mark("cost_model")
         events.emit(ShardStarted(shard=job.shard, tuned_at=job.tuned_at, pid=os.getpid(), seed=job.seed,
                                  replica=job.replica, startup_s=startup.phases(), tasks=[c.task_name for c in good_ctx],
                                  shard_trial_budget=job.trials, shard_trials_resumed=sum(done.values()),
-                                 same_draws=same_draws()))
+                                 cost_model_records=learned, same_draws=same_draws()))
         if remaining == 0:
             events.emit(ShardFinished(shard=job.shard, tuned_at=job.tuned_at, shard_trials=sum(done.values()),
                                       exit_code=0, note="budget already spent (resumed)"))
             return 0
         callbacks = list(ms.measure_callback.MeasureCallback.create("default")) + [progress]
-        cost_model = ms.cost_model.CostModel.create(job.spec.cost_model, num_tuning_cores=job.num_threads) \
-            if job.spec.cost_model == "xgb" else job.spec.cost_model
         seed = -1 if job.seed is None else job.seed
         if same_draws():
             seed_draws(job.seed)

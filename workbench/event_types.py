@@ -169,6 +169,7 @@ class ShardStarted(ShardEvent):
     tasks: list[str] = _list()
     shard_trial_budget: int = 0
     shard_trials_resumed: int = 0  # already in the shard's database (a resumed run)
+    cost_model_records: int = 0  # of those, what the shard's XGBoost cost model learned before its first batch
     pid: int | None = None
     seed: int | None = None
     replica: int = 0
