@@ -62,8 +62,9 @@ def describe(budget: dict) -> str:
     cap = f", at most {budget['trials_per_task']} per task" if budget.get("trials_per_task") else ""
     asked = budget.get("batch_asked", budget["batch"])
     smaller = f" (not {asked}: the budget is below a batch per shard)" if budget["batch"] < asked else ""
-    more = budget["trials"] // budget["batch"] > budget["tasks_tuned"] and budget.get("later_batches") and default
-    worth = " (the costliest tasks' later batches before the cheapest tasks' first)" if more else ""
+    batches = budget["trials"] // budget["batch"]
+    spread = bool(budget.get("later_batches")) and bool(default) and batches > budget["tasks_tuned"]
+    worth = " (the costliest tasks' later batches before the cheapest tasks' first)" if spread else ""
     return (f"tuning {budget['tasks_tuned']} of {n} tasks with {budget['trials']} trials per slice in batches of "
             f"{budget['batch']}{smaller}{cap}{worth}{rest}")
 
