@@ -140,6 +140,34 @@ def test_on_cuda_a_costly_tasks_later_batch_goes_before_a_cheap_tasks_first():
     assert capped.trials == 18 * 32 and len(capped.tuned) == 18
 
 
+def test_the_plan_says_when_shards_measure_too_few_trials_for_their_cost_model():
+    """TVM's XGBoost model scores at random until its client has measured 100 trials; each shard is a client."""
+    from workbench.budget import cost_model_note
+
+    note = cost_model_note(TuneSpec(), [48, 48, 32, 32])
+    assert note.startswith("4 of 4 shards measure fewer than 100 trials (32-48 each): TVM's XGBoost cost model "
+                           "scores candidates at random")
+    assert cost_model_note(TuneSpec(), [128, 96]).startswith("1 of 2 shards measure fewer than 100 trials (96):")
+    assert cost_model_note(TuneSpec(shards=1), [32]).startswith("the shard measures fewer than 100 trials (32):")
+    assert cost_model_note(TuneSpec(), [100, 160]) is None
+    assert cost_model_note(TuneSpec(cost_model="random"), [16]) is None  # no model to guide
+    assert cost_model_note(TuneSpec(strategy="replay-trace"), [16]) is None  # a search that asks no model
+    # a raise says it again for its own shards, or no longer
+    from workbench.launch import more_trials
+    from workbench.shards import plan_shards
+
+    tasks = [TaskInfo(f"t{i}", 1, float(100 - i), 0) for i in range(10)]
+    spec = TuneSpec(model="mlp-small", trials=160, trials_per_batch=16, shards=4)
+    budget = plan_budget(tasks, spec, target="cuda")
+    shards = plan_shards(list(tasks[:len(budget.tuned)]), 4, 160, per_task=16)
+    plan = {"tasks": [{**t.__dict__, "cost": t.cost} for t in tasks], "budget": budget.to_dict(),
+            "target": {"kind": "cuda"}, "shards": [x.to_dict() for x in shards],
+            "notes": ["a slice note", cost_model_note(spec, [x.trials for x in shards])]}
+    _, raised = more_trials(spec, plan, 320)
+    assert raised["notes"][0] == "a slice note" and len(raised["notes"]) == 2 and raised["notes"][1] != plan["notes"][1]
+    assert more_trials(spec, plan, 800)[1]["notes"] == ["a slice note"]  # 200 trials a shard: guided
+
+
 def test_more_shards_than_tasks_make_seeded_search_replicas():
     tasks = [TaskInfo("a", 1, 1000.0, 0), TaskInfo("b", 1, 1000.0, 0), TaskInfo("c", 1, 100.0, 0)]
     planned = plan_shards(tasks, 5, 80, per_task=16)

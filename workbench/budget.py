@@ -25,6 +25,24 @@ SELECTION = "estimated cost (FLOPs x weight; bytes for data movement)"
 LATER_BATCH_WORTH = (1.0, 0.45, 0.25, 0.25)
 
 
+XGB_WARMUP = 100  # TVM's XGBModel scores candidates at random until it holds this many samples (num_warmup_samples)
+
+
+def cost_model_note(spec: TuneSpec, shard_trials: list[int]) -> str | None:
+    """What the plan says when shards measure too few trials for their XGBoost cost model to leave its random
+    warm-up (each shard client has its own model, and a fresh one): None when every shard's search is guided by it."""
+    if spec.cost_model != "xgb" or not spec.strategy.startswith("evolutionary"):
+        return None
+    low = [t for t in shard_trials if t < XGB_WARMUP]
+    if not low:
+        return None
+    each = f"{min(low)}-{max(low)} each" if min(low) != max(low) else f"{low[0]}" + (" each" if len(low) > 1 else "")
+    which = f"{len(low)} of {len(shard_trials)} shards measure" if len(shard_trials) > 1 else "the shard measures"
+    return (f"{which} fewer than {XGB_WARMUP} trials ({each}): TVM's XGBoost cost model scores candidates at random "
+            f"until its client has measured {XGB_WARMUP}, so that search is not guided by it (more trials, or fewer "
+            "shards, would let it guide)")
+
+
 def batch_worth(k: int) -> float:
     """What a task's k-th batch (k >= 1) is worth, as a share of its first's."""
     return LATER_BATCH_WORTH[k - 1] if k <= len(LATER_BATCH_WORTH) else 1.0 / k

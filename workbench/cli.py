@@ -64,12 +64,14 @@ def start_tune(args: argparse.Namespace, home: str | None) -> Run:
     spec = TuneSpec(**{name: getattr(args, name) for name, *_ in cli_options() if getattr(args, name) is not None})
     if spec.exposed:
         print(exposure_warning(spec.host), file=sys.stderr)
-    for note in _slice_notes(spec):  # said before anything starts
+    said = _slice_notes(spec)
+    for note in said:  # said before anything starts
         print(f"note: {note}", flush=True)
     run = tune(spec, home=home, runner=args.runner, builder=args.builder, sessions=args.sessions,
                first_round=args.first_round)
-    for note in run.plan["notes"] if spec.tracker else []:  # what the tracker's servers said of their slice
-        print(f"note: {note}", flush=True)
+    for note in run.plan["notes"]:  # the plan's own: what the tracker's servers said of their slice, the cost model
+        if note not in said:
+            print(f"note: {note}", flush=True)
     return run
 
 

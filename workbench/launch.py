@@ -12,7 +12,7 @@ from .hardware import Hardware, check_sweep_here, detect, resolve_target, target
 from .models import check_model, load_model
 from .placement import choose_gpus
 from .run import Run
-from .budget import plan_budget
+from .budget import cost_model_note, plan_budget
 from .control import start_supervisor
 from .finisher import repair_databases
 from .options import EngineOptions
@@ -98,6 +98,7 @@ def plan_run(spec: TuneSpec, hw: Hardware | None = None, options: EngineOptions 
                          defaults=[by_name[n] for n in budget.default])
     tuned = set(budget.tuned)
     notes = [] if spec.tracker else slice_notes(spec.slices, spec.sweep_slices, kind, tspec.num_cores)
+    notes += [n for n in [cost_model_note(spec, [s.trials for s in shards])] if n]
     rows = [{**dataclasses.asdict(t), "cost": t.cost, "plan": "tune" if t.name in tuned else "default"} for t in tasks]
     return {"target": tspec.to_dict(), "tasks": rows, "budget": budget.to_dict(),
             "shards": [s.to_dict() for s in shards], **options.resolved(kind).to_dict(), "gpus": gpus, "input_shape": list(model.input_shape), "dtype": model.dtype,
@@ -176,4 +177,8 @@ def more_trials(spec: TuneSpec, plan: dict, trials: int, swept: set[int] | froze
     # keeps every tuned task only adds tasks to shards: every shard database still holds its own tasks' records.
     tuned = set(budget.tuned)
     rows = [{**t, "plan": "tune" if t["name"] in tuned else "default"} for t in plan["tasks"]]
-    return spec, {**plan, "tasks": rows, "budget": budget.to_dict(), "shards": [s.to_dict() for s in shards]}
+    was = cost_model_note(spec, [int(s["trials"]) for s in plan["shards"]])
+    now = cost_model_note(spec, [s.trials for s in shards])
+    notes = [n for n in plan.get("notes", []) if n != was] + ([now] if now else [])
+    return spec, {**plan, "tasks": rows, "budget": budget.to_dict(), "shards": [s.to_dict() for s in shards],
+                  "notes": notes}
