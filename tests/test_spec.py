@@ -148,7 +148,9 @@ def test_the_plan_says_when_shards_measure_too_few_trials_for_their_cost_model()
     assert note.startswith("4 of 4 shards measure fewer than 100 trials (32-48 each): TVM's XGBoost cost model "
                            "scores candidates at random")
     assert cost_model_note(TuneSpec(), [128, 96]).startswith("1 of 2 shards measure fewer than 100 trials (96):")
-    assert cost_model_note(TuneSpec(shards=1), [32]).startswith("the shard measures fewer than 100 trials (32):")
+    alone = cost_model_note(TuneSpec(shards=1), [32])
+    assert alone.startswith("the shard measures fewer than 100 trials (32):") and alone.endswith("(more trials would "
+                                                                                                 "let it guide)")
     assert cost_model_note(TuneSpec(), [100, 160]) is None
     assert cost_model_note(TuneSpec(cost_model="random"), [16]) is None  # no model to guide
     assert cost_model_note(TuneSpec(strategy="replay-trace"), [16]) is None  # a search that asks no model
@@ -283,11 +285,12 @@ def test_the_plan_says_before_the_run_when_slices_share_their_cores():
 
     spec = TuneSpec(model="mlp-small", target="cpu", slices=(25, 50, 100), sweep_slices=(10, 30, 100))
     notes = launch.plan_run(spec, hw=Hardware(2))["notes"]
-    assert len(notes) == 2
+    assert len(notes) == 3
     assert notes[0].startswith("tuning slices 25, 50 % are both 1 of 2 cores: each is tuned, on the same number of "
                                "cores"), notes
     assert notes[1].startswith("sweep slices 10, 30 % are both 1 of 2 cores: timed once, as 30 %"), notes
-    assert launch.plan_run(spec.replace(slices=(50, 100), sweep_slices=()), hw=Hardware(2))["notes"] == []
+    assert notes[2].startswith("the shard measures fewer than 100 trials (32): TVM's XGBoost cost model"), notes
+    assert launch.plan_run(spec.replace(slices=(50, 100), sweep_slices=(), trials=100), hw=Hardware(2))["notes"] == []
 
 
 def test_a_later_sweep_point_replaces_those_it_stands_for(tmp_path):

@@ -38,9 +38,10 @@ def cost_model_note(spec: TuneSpec, shard_trials: list[int]) -> str | None:
         return None
     each = f"{min(low)}-{max(low)} each" if min(low) != max(low) else f"{low[0]}" + (" each" if len(low) > 1 else "")
     which = f"{len(low)} of {len(shard_trials)} shards measure" if len(shard_trials) > 1 else "the shard measures"
+    fix = "more trials, or fewer shards," if len(shard_trials) > 1 else "more trials"
     return (f"{which} fewer than {XGB_WARMUP} trials ({each}): TVM's XGBoost cost model scores candidates at random "
-            f"until its client has measured {XGB_WARMUP}, so that search is not guided by it (more trials, or fewer "
-            "shards, would let it guide)")
+            f"until its client has measured {XGB_WARMUP}, so that search is not guided by it ({fix} would let it "
+            "guide)")
 
 
 def batch_worth(k: int) -> float:

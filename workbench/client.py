@@ -146,10 +146,12 @@ def warm_cost_model(cost_model, database, contexts) -> int:
         if not database.has_workload(ctx.mod):
             continue
         records = database.get_top_k(database.commit_workload(ctx.mod), 100000)
-        if records:
+        try:
             cost_model.update(ctx, [r.as_measure_candidate() for r in records],
                               [ms.runner.RunnerResult(run_secs=r.run_secs, error_msg=None) for r in records])
-            learned += len(records)
+        except Exception:  # noqa: BLE001 - a record it cannot replay: the search goes on, as TVM's would, without
+            continue
+        learned += len(records)
     return learned
 
 
