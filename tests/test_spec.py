@@ -307,3 +307,27 @@ def test_a_later_sweep_point_replaces_those_it_stands_for(tmp_path):
     writer.emit(ev.SweepPoint(tuned_at=50, inferred_at=50, latency_ms_median=33.4, stands_for=[10, 20, 30, 50, 70]))
     sweep = wb.open_run(run_id, str(tmp_path)).sweep
     assert sweep[["inferred_at", "latency_ms_median"]].values.tolist() == [[50, 33.4], [100, 20.0]]
+
+
+def test_a_raise_gives_every_shard_new_trials_by_cost_on_top_of_what_it_had():
+    """resnet18:16's 100 % run at 320 trials (2026-12-02): the shard holding the six smallest tasks beside a costly
+    convolution had 144 trials for their first batches. Split anew, 640 trials gave it 160: one new batch. A raise
+    keeps each shard's budget and splits the new trials by cost."""
+    from workbench.launch import more_trials
+
+    tasks = ([TaskInfo(f"big{i}", 2, 100.0, 0) for i in range(5)]
+             + [TaskInfo(f"half{i}", 1, 100.0, 0) for i in range(4)]
+             + [TaskInfo(f"quarter{i}", 1, 49.0, 0) for i in range(3)]
+             + [TaskInfo(f"small{i}", 1, 1.0, 0) for i in range(6)])
+    spec = TuneSpec(model="mlp-small", trials=320, trials_per_batch=16, shards=4)
+    budget = plan_budget(tasks, spec)  # the rule of 2026-12-02's plans: every task a batch
+    shards = plan_shards(tasks, 4, 320, per_task=16)
+    plan = {"tasks": [{**t.__dict__, "cost": t.cost} for t in tasks], "target": {"kind": "cuda"},
+            "budget": budget.to_dict(), "shards": [s.to_dict() for s in shards], "notes": []}
+    crowded = max(shards, key=lambda s: len(s.tasks))
+    assert len(crowded.tasks) >= 7 and crowded.trials >= 128
+    _, raised = more_trials(spec, plan, 640)
+    new = {s["index"]: s["trials"] - shards[s["index"]].trials for s in raised["shards"]}
+    assert sum(s["trials"] for s in raised["shards"]) == 640 and sum(new.values()) == 320
+    assert all(64 <= n <= 96 for n in new.values()), new  # the four shards' costs are about equal
+    assert [set(s["tasks"]) for s in raised["shards"]] == [set(s.tasks) for s in shards]

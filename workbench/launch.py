@@ -17,7 +17,7 @@ from .control import start_supervisor
 from .finisher import repair_databases
 from .options import EngineOptions
 from .servers import answering_tracker, tracker_cuda_arch, tracker_servers
-from .shards import TaskInfo, extract_tasks, plan_shards, task_info
+from .shards import Shard, TaskInfo, extract_tasks, plan_shards, raised_shards, task_info
 from .slices import slice_notes
 from .spec import SpecError, TuneSpec, parse_tracker
 
@@ -175,6 +175,8 @@ def more_trials(spec: TuneSpec, plan: dict, trials: int, swept: set[int] | froze
                          defaults=[by_name[n] for n in budget.default])
     # The tuned tasks are a cost-ranked prefix and shards are filled costliest task first, so a larger budget that
     # keeps every tuned task only adds tasks to shards: every shard database still holds its own tasks' records.
+    old = [Shard.from_dict(s) for s in plan["shards"]]
+    shards = raised_shards(old, shards, max(0, budget.trials - sum(s.trials for s in old)), budget.batch)
     tuned = set(budget.tuned)
     rows = [{**t, "plan": "tune" if t["name"] in tuned else "default"} for t in plan["tasks"]]
     was = cost_model_note(spec, [int(s["trials"]) for s in plan["shards"]])

@@ -160,6 +160,19 @@ def plan_shards(tasks: list[TaskInfo], k: int, trials: int, per_task: int = 1,
     return _spread_defaults(shards, list(defaults))
 
 
+def raised_shards(old: list[Shard], new: list[Shard], more: int, batch: int) -> list[Shard]:
+    """`new` (the raised budget's shards, same indices, each holding its `old` tasks) with each shard's budget its
+    old one plus a share of the `more` trials by cost, in whole batches, at least a batch per task it gains.
+
+    A shard's budget counts its records of every session, so splitting the whole raised budget anew would leave a
+    shard that had spent over its cost share (many small tasks' first batches) with almost nothing new for its
+    costly ones."""
+    had = {s.index: s for s in old}
+    gained = [len(set(s.tasks) - set(had[s.index].tasks)) for s in new]
+    extra = split_batches(more, [s.cost for s in new], gained, batch)
+    return [dataclasses.replace(s, trials=had[s.index].trials + e) for s, e in zip(new, extra)]
+
+
 def _spread_defaults(shards: list[Shard], defaults: list[TaskInfo]) -> list[Shard]:
     """Hand the default-schedule tasks to the non-replica shards, fewest first, costliest task first."""
     owners = [s for s in shards if s.replica == 0]
