@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import argparse
 import glob
-import gzip
 import json
 import math
 import os
 import statistics
 from collections import defaultdict
+
+from experiments import read_events
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 
@@ -36,14 +37,12 @@ def searches(path: str) -> list[dict]:
     """Each task search of one log: tuning slice, task, default (us) and the best (us) after each of its batches."""
     defaults: dict[tuple, float] = {}
     bests: dict[tuple, list[float]] = defaultdict(list)
-    with gzip.open(path, "rt") as f:
-        for line in f:
-            e = json.loads(line)
-            if e["kind"] == "defaults":
-                defaults.update({(e["tuned_at"], t): us for t, us in e["defaults_us"].items() if us})
-            elif e["kind"] == "batch":
-                times = [x for x in e.get("latest_us") or [] if x and x > 0]
-                bests[(e["source"], e["tuned_at"], e["task"])].append(min(times, default=math.inf))
+    for e in read_events(path):
+        if e["kind"] == "defaults":
+            defaults.update({(e["tuned_at"], t): us for t, us in e["defaults_us"].items() if us})
+        elif e["kind"] == "batch":
+            times = [x for x in e.get("latest_us") or [] if x and x > 0]
+            bests[(e["source"], e["tuned_at"], e["task"])].append(min(times, default=math.inf))
     out = []
     for (source, tuned_at, task), batch_bests in bests.items():
         default = defaults.get((tuned_at, task))  # a replica's task was timed by its first shard

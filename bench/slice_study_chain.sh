@@ -21,7 +21,7 @@ below() { python3 -c "import sys; sys.exit(0 if float('${1:-0}') < 1.3 else 1)";
 if [ "${1:-}" = --resume ]; then
   shift
   for item in "$@"; do
-    tgz=${item%:*} trials=${item##*:} run=$(basename "${item%:*}"); run=${run%%.*}
+    tgz=${item%:*} trials=${item##*:}; run=$(basename "$tgz"); run=${run%%.*}
     tar xzf "$tgz" -C "$HOME_DIR/runs" && echo "$(date -u +%T) unpacked $run"
     step "$run-to-$trials" python3 bench/slice_study.py tune --home "$HOME_DIR" --resume "$run" --trials "$trials" \
       --wait 3000

@@ -25,6 +25,11 @@ SELECTION = "estimated cost (FLOPs x weight; bytes for data movement)"
 LATER_BATCH_WORTH = (1.0, 0.45, 0.25, 0.25)
 
 
+def batch_worth(k: int) -> float:
+    """What a task's k-th batch (k >= 1) is worth, as a share of its first's."""
+    return LATER_BATCH_WORTH[k - 1] if k <= len(LATER_BATCH_WORTH) else 1.0 / k
+
+
 XGB_WARMUP = 100  # TVM's XGBModel scores candidates at random until it holds this many samples (num_warmup_samples)
 
 
@@ -42,11 +47,6 @@ def cost_model_note(spec: TuneSpec, shard_trials: list[int]) -> str | None:
     return (f"{which} fewer than {XGB_WARMUP} trials ({each}): TVM's XGBoost cost model scores candidates at random "
             f"until its client has measured {XGB_WARMUP}, so that search is not guided by it ({fix} would let it "
             "guide)")
-
-
-def batch_worth(k: int) -> float:
-    """What a task's k-th batch (k >= 1) is worth, as a share of its first's."""
-    return LATER_BATCH_WORTH[k - 1] if k <= len(LATER_BATCH_WORTH) else 1.0 / k
 
 
 @dataclass(frozen=True)

@@ -257,10 +257,10 @@ def run(job: ShardJob) -> int:
         progress = ProgressCallback(events.emit, job.shard, job.tuned_at, job.trials, done, best, builder)
         progress.weights.update({c.task_name: float(w) for c, w in zip(good_ctx, good_w)})
         startup.mark("design_spaces")
-        cost_model = ms.cost_model.CostModel.create(job.spec.cost_model, num_tuning_cores=job.num_threads) \
-            if job.spec.cost_model == "xgb" else job.spec.cost_model
-        learned = warm_cost_model(cost_model, database, good_ctx) if remaining and done and \
-            job.spec.cost_model == "xgb" else 0
+        xgb = job.spec.cost_model == "xgb"
+        cost_model = ms.cost_model.CostModel.create("xgb", num_tuning_cores=job.num_threads) if xgb \
+            else job.spec.cost_model
+        learned = warm_cost_model(cost_model, database, good_ctx) if xgb and remaining and done else 0
         if learned:
             startup.mark("cost_model")
         events.emit(ShardStarted(shard=job.shard, tuned_at=job.tuned_at, pid=os.getpid(), seed=job.seed,

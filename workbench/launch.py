@@ -98,7 +98,8 @@ def plan_run(spec: TuneSpec, hw: Hardware | None = None, options: EngineOptions 
                          defaults=[by_name[n] for n in budget.default])
     tuned = set(budget.tuned)
     notes = [] if spec.tracker else slice_notes(spec.slices, spec.sweep_slices, kind, tspec.num_cores)
-    notes += [n for n in [cost_model_note(spec, [s.trials for s in shards])] if n]
+    cost_note = cost_model_note(spec, [s.trials for s in shards])
+    notes += [cost_note] if cost_note else []
     rows = [{**dataclasses.asdict(t), "cost": t.cost, "plan": "tune" if t.name in tuned else "default"} for t in tasks]
     return {"target": tspec.to_dict(), "tasks": rows, "budget": budget.to_dict(),
             "shards": [s.to_dict() for s in shards], **options.resolved(kind).to_dict(), "gpus": gpus, "input_shape": list(model.input_shape), "dtype": model.dtype,
