@@ -170,8 +170,9 @@ def test_stop_then_resume_keeps_records_and_finishes_budget(tmp_path):
     with open(os.path.join(db_dir, "database_tuning_record.json")) as f:
         kept = sum(1 for line in f if line.strip())
     assert kept >= 4
-    again = wb.resume(run.id, home=str(tmp_path))
+    again = wb.resume(run.id, home=str(tmp_path), trials=spec.trials)  # its own budget: no raise, it goes on
     assert again.wait(timeout=400) == "done", again.message
+    assert again.event_list("launched")[-1]["trials"] is None and again.spec.trials == spec.trials
     started = again.event_list("shard_started")[-1]
     assert started["shard_trials_resumed"] == kept
     with open(os.path.join(db_dir, "database_tuning_record.json")) as f:

@@ -130,10 +130,13 @@ def resume(run: str | Run, home: str | None = None, trials: int | None = None) -
     """Continue a stopped, partial or crashed run from its shard databases; a done run is returned as it is.
 
     `trials`: raise the run's budget per tuning slice to this many (done runs too): every stage goes on tuning
-    from its records to the new budget, then is compiled, verified, timed and swept again."""
+    from its records to the new budget, then is compiled, verified, timed and swept again. The budget an unfinished
+    run already has continues it as it is."""
     r = run if isinstance(run, Run) else Run(store.find_run_dir(run, home))
     if r.status == "running":
         raise SpecError("run", f"run {r.id} is still running")
+    if trials is not None and r.status != "done" and trials == int(r.plan["budget"]["trials"]):
+        trials = None  # the budget it was stopped on (a raise cut short, say): go on to it
     if trials is None and r.status == "done":
         return r  # nothing left to tune: `resume` of a finished run changes nothing
     if r.sweeping:
