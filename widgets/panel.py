@@ -181,8 +181,7 @@ class Panel(ButtonActions, RunViews):
         self._reset_run_state()
         plan = run.plan
         self._run_trials = int((plan.get("budget") or {}).get("trials") or 0)  # its budget per tuning slice
-        per_task = run.spec.trials_per_task  # the run's cap on a raise: trials_per_task x its tasks
-        self._run_cap = per_task * len(plan.get("tasks") or []) if per_task else None
+        self._run_tasks = len(plan.get("tasks") or [])  # a raise is capped at trials_per_task x these
         self.bars.reset()
         self.task_table.reset()
         self._plan.value = ""
@@ -220,7 +219,7 @@ class Panel(ButtonActions, RunViews):
         self._last_persist = time.monotonic()
 
     def _reset_run_state(self) -> None:
-        self._run_trials, self._run_cap = 0, None
+        self._run_trials, self._run_tasks = 0, 0
         self._last_persist = time.monotonic()
         self._last_key: tuple | None = None
         self._last_status = "idle"

@@ -219,9 +219,9 @@ class RunViews:
         if run is None or status in ACTIVE or status == "idle" or self._sweeping or "trials" in self._field_errors:
             return None
         trials = self.form.controls["trials"].value
-        if not isinstance(trials, int) or not self._run_trials:
+        if not isinstance(trials, int) or not self._run_trials or trials <= self._run_trials:
             return None
-        trials = min(trials, self._run_cap) if self._run_cap else trials
+        trials = run.spec.replace(trials=trials).slice_trials(self._run_tasks)  # the rule the raise's plan applies
         return trials if trials > self._run_trials else None
 
     def _update_buttons(self) -> None:
