@@ -161,6 +161,18 @@ def parse(d: dict[str, Any]) -> Event:
     return Unknown(t=d.get("t", 0.0), source=str(d.get("source", "")), raw=d)
 
 
+def is_raise(event: dict[str, Any]) -> bool:
+    """A log line that raised the run's budget per tuning slice (`resume --trials`)."""
+    return event.get("kind") == "launched" and bool(event.get("trials"))
+
+
+def since_last_raise(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The log lines from the run's last raise on (all of them for a run never raised): the current budget's
+    timings and sweep; earlier ones timed models that are gone."""
+    raised = [i for i, e in enumerate(events) if is_raise(e)]
+    return events[raised[-1]:] if raised else events
+
+
 # -- the line a person reads ---------------------------------------------------------------------------
 
 def describe(e: Event) -> str:

@@ -17,7 +17,7 @@ from . import store
 from .cluster_view import ClusterView, cluster_view
 from .event_types import (FAILURES, TERMINAL, Batch, Event, FinishRequested, Launched, Phase, RunFinished, RunStarted,
                           ServerReady, ShardPlanned, SweepPoint, Telemetry)
-from .events import EventReader, as_dict
+from .events import EventReader, as_dict, since_last_raise
 from .procs import group_alive
 from .run_progress import Overall, overall, shard_progress
 from .spec import SpecError, TuneSpec
@@ -288,8 +288,8 @@ class Run:
         cols = ["model", "tuned_at", "inferred_at", "latency_ms_median", "latency_ms_iqr", "sm_count", "cores",
                 "slice_applied", "slicing", "reason", "stands_for", "busy_cores"]
         swept = self._all(SweepPoint)
-        raised = max((e.t for e in self._all(Launched) if e.trials), default=None)
-        points = [{c: getattr(e, c) for c in cols} for e in swept if raised is None or e.t >= raised]
+        current = since_last_raise([as_dict(e) for e in self._all(Launched, SweepPoint)])
+        points = [{c: e[c] for c in cols} for e in current if e["kind"] == SweepPoint.KIND]
         if not points:  # a folder written without sweep events: its sweep.csv, if any
             path = self.folder.file(store.SWEEP_FILE)
             return pd.read_csv(path) if not swept and os.path.exists(path) else pd.DataFrame(columns=cols)

@@ -9,6 +9,7 @@ from typing import Any
 
 import pandas as pd
 
+from .events import is_raise
 from .noise import fmt_timing, within_noise
 from .units import time_unit
 
@@ -76,7 +77,7 @@ def budget_history(events: list[dict[str, Any]]) -> pd.DataFrame:
     for e in events:
         if e["kind"] == "run_started" and trials is None:
             trials = e["spec"].get("trials")
-        elif e["kind"] == "launched" and e.get("trials"):
+        elif is_raise(e):
             trials = e["trials"]
         elif e["kind"] == "timed":
             rows[(trials, e["tuned_at"])] = {"trials": trials, **{k: e.get(k) for k in BUDGET_COLUMNS[1:6]}}
