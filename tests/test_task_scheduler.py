@@ -60,7 +60,7 @@ def test_a_resumed_shard_spends_its_batch_where_the_time_is():
 
 
 _WARM = """
-import json, logging, random, tempfile
+import json, logging, os, random, tempfile
 logging.getLogger("tvm.s_tir.meta_schedule").setLevel(logging.WARNING)
 from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
@@ -79,7 +79,7 @@ with tempfile.TemporaryDirectory() as wd:
     ctxs, w = ms.relax_integration.extracted_tasks_to_tune_contexts(tasks, wd, strategy="replay-trace",
                                                                     num_threads=1, seed=0)
     db = ms.database.JSONDatabase(work_dir=wd)
-    out["empty"] = warm_cost_model(ms.cost_model.CostModel.create("xgb", num_tuning_cores=1), db, ctxs)
+    out["empty"] = warm_cost_model(ms.cost_model.CostModel.create("xgb", num_tuning_cores=1), db, ctxs, [wd])
     ms.tune_tasks(tasks=ctxs, task_weights=w, work_dir=wd, max_trials_global=48, num_trials_per_iter=16,
                   builder=NoBuild(), runner=NoRun(), database=db, cost_model="random",
                   measure_callbacks=[ms.measure_callback.AddToDatabase()])
@@ -87,15 +87,22 @@ with tempfile.TemporaryDirectory() as wd:
     model = ms.cost_model.CostModel.create("xgb", num_tuning_cores=1)
     out["learned"] = warm_cost_model(model, db, ctxs)
     out["data_size"] = model.data_size
+    with tempfile.TemporaryDirectory() as own:  # a shard with no records of its own, beside this one's folder
+        sibling = ms.cost_model.CostModel.create("xgb", num_tuning_cores=1)
+        out["from_sibling"] = warm_cost_model(sibling, ms.database.JSONDatabase(work_dir=own), ctxs,
+                                              [wd, os.path.join(own, "shard-9")])  # the second has no database
+        out["sibling_data_size"] = sibling.data_size
 print(json.dumps(out))
 """
 
 
 def test_a_resumed_shard_cost_model_learns_its_records_before_the_first_batch():
     """TVM's XGBoost model scores candidates at random until it holds 100 samples, and `tune_tasks` starts it empty:
-    a resumed shard teaches it every record of its database first, so the raised budget's first batch is guided."""
+    a resumed shard teaches it every record of its database first, and those of its sibling shards (one unsharded
+    tune's model would hold them all), so the raised budget's first batch is guided."""
     proc = subprocess.run([sys.executable, "-c", _WARM], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     got = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert got["empty"] == 0
-    assert got["records"] >= 48 and got["learned"] == got["records"] == got["data_size"], got
+    assert got["empty"] == [0, 0]  # nothing of its own, and its sibling's database is still empty
+    assert got["records"] >= 48 and got["learned"] == [got["records"], 0] and got["data_size"] == got["records"], got
+    assert got["from_sibling"] == [0, got["records"]] == [0, got["sibling_data_size"]], got

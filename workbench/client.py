@@ -11,11 +11,13 @@ measurements (`bench/same_draws.py`). Searching on one thread is slower; nothing
 """
 from __future__ import annotations
 
+import glob
 import json
 import logging
 import os
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from . import store
@@ -134,25 +136,42 @@ def previous_progress(database, contexts) -> tuple[dict[str, int], dict[str, flo
     return trials, best
 
 
-def warm_cost_model(cost_model, database, contexts) -> int:
-    """Teach a fresh cost model the shard's own records (a resumed shard); returns how many it learned.
+def warm_cost_model(cost_model, database, contexts, siblings: Sequence[str] = ()) -> tuple[int, int]:
+    """Teach a fresh cost model the stage's records before the first batch: the shard's own, then those in its
+    sibling shards' databases (`siblings`: their folders), as the one model of an unsharded tune would hold them.
+    Returns how many it learned of each.
 
     `tune_tasks` starts its cost model empty, and TVM's XGBoost model predicts at random until it holds 100 samples:
     a raised budget would search its first batches as if nothing had been measured."""
     from tvm.s_tir import meta_schedule as ms
+    from tvm_ffi import structural_hash
 
-    learned = 0
-    for ctx in contexts:
-        if not database.has_workload(ctx.mod):
+    own = sum(_learn(cost_model, ctx, database, ctx.mod) for ctx in contexts if database.has_workload(ctx.mod))
+    other = 0
+    for folder in siblings:
+        try:  # read as it is now: a sibling that is writing a line may leave it torn; it is skipped then
+            db = ms.database.JSONDatabase(os.path.join(folder, "database_workload.json"),
+                                          os.path.join(folder, "database_tuning_record.json"), allow_missing=False)
+            mods = {structural_hash(r.workload.mod): r.workload.mod for r in db.get_all_tuning_records()}
+        except Exception:  # noqa: BLE001 - no database yet, or one cut mid-write
             continue
-        records = database.get_top_k(database.commit_workload(ctx.mod), 100000)
-        try:
-            cost_model.update(ctx, [r.as_measure_candidate() for r in records],
-                              [ms.runner.RunnerResult(run_secs=r.run_secs, error_msg=None) for r in records])
-        except Exception:  # noqa: BLE001 - a record it cannot replay: the search goes on, as TVM's would, without
-            continue
-        learned += len(records)
-    return learned
+        for mod in mods.values():
+            ctx = ms.TuneContext(mod=mod, target=contexts[0].target, num_threads=contexts[0].num_threads)
+            other += _learn(cost_model, ctx, db, mod)
+    return own, other
+
+
+def _learn(cost_model, ctx, database, mod) -> int:
+    """Update `cost_model` with the valid records of `mod` in `database`, under `ctx` (its group); how many."""
+    from tvm.s_tir import meta_schedule as ms
+
+    records = database.get_top_k(database.commit_workload(mod), 100000)
+    try:
+        cost_model.update(ctx, [r.as_measure_candidate() for r in records],
+                          [ms.runner.RunnerResult(run_secs=r.run_secs, error_msg=None) for r in records])
+    except Exception:  # noqa: BLE001 - a record it cannot replay: the search goes on, as TVM's would, without
+        return 0
+    return len(records)
 
 
 def wait_for_servers(job: ShardJob, timeout: float = 300.0) -> None:
@@ -260,13 +279,17 @@ def run(job: ShardJob) -> int:
         xgb = job.spec.cost_model == "xgb"
         cost_model = ms.cost_model.CostModel.create("xgb", num_tuning_cores=job.num_threads) if xgb \
             else job.spec.cost_model
-        learned = warm_cost_model(cost_model, database, good_ctx) if xgb and remaining and done else 0
-        if learned:
+        siblings = [d for d in sorted(glob.glob(os.path.join(os.path.dirname(job.work_dir), "shard-*")))
+                    if os.path.isdir(d) and os.path.abspath(d) != os.path.abspath(job.work_dir)]
+        learned, from_siblings = warm_cost_model(cost_model, database, good_ctx, siblings) if xgb and remaining \
+            else (0, 0)
+        if learned or from_siblings:
             startup.mark("cost_model")
         events.emit(ShardStarted(shard=job.shard, tuned_at=job.tuned_at, pid=os.getpid(), seed=job.seed,
                                  replica=job.replica, startup_s=startup.phases(), tasks=[c.task_name for c in good_ctx],
                                  shard_trial_budget=job.trials, shard_trials_resumed=sum(done.values()),
-                                 cost_model_records=learned, same_draws=same_draws()))
+                                 cost_model_records=learned, cost_model_sibling_records=from_siblings,
+                                 same_draws=same_draws()))
         if remaining == 0:
             events.emit(ShardFinished(shard=job.shard, tuned_at=job.tuned_at, shard_trials=sum(done.values()),
                                       exit_code=0, note="budget already spent (resumed)"))
