@@ -148,7 +148,7 @@ def warm_cost_model(cost_model, database, contexts, siblings: Sequence[str] = ()
 
     own = sum(_learn(cost_model, ctx, database, ctx.mod) for ctx in contexts if database.has_workload(ctx.mod))
     other = 0
-    for folder in siblings:
+    for folder in siblings if contexts else ():  # a sibling's tasks are learned under this shard's target
         try:  # read as it is now: a sibling that is writing a line may leave it torn; it is skipped then
             db = ms.database.JSONDatabase(os.path.join(folder, "database_workload.json"),
                                           os.path.join(folder, "database_tuning_record.json"), allow_missing=False)
