@@ -11,7 +11,6 @@ measurements (`bench/same_draws.py`). Searching on one thread is slower; nothing
 """
 from __future__ import annotations
 
-import glob
 import json
 import logging
 import os
@@ -150,8 +149,7 @@ def warm_cost_model(cost_model, database, contexts, siblings: Sequence[str] = ()
     other = 0
     for folder in siblings if contexts else ():  # a sibling's tasks are learned under this shard's target
         try:  # read as it is now: a sibling that is writing a line may leave it torn; it is skipped then
-            db = ms.database.JSONDatabase(os.path.join(folder, "database_workload.json"),
-                                          os.path.join(folder, "database_tuning_record.json"), allow_missing=False)
+            db = ms.database.JSONDatabase(work_dir=folder, allow_missing=False)
             mods = {structural_hash(r.workload.mod): r.workload.mod for r in db.get_all_tuning_records()}
         except Exception:  # noqa: BLE001 - no database yet, or one cut mid-write
             continue
@@ -279,8 +277,8 @@ def run(job: ShardJob) -> int:
         xgb = job.spec.cost_model == "xgb"
         cost_model = ms.cost_model.CostModel.create("xgb", num_tuning_cores=job.num_threads) if xgb \
             else job.spec.cost_model
-        siblings = [d for d in sorted(glob.glob(os.path.join(os.path.dirname(job.work_dir), "shard-*")))
-                    if os.path.isdir(d) and os.path.abspath(d) != os.path.abspath(job.work_dir)]
+        siblings = [d for d in store.RunDir(job.run_dir).shard_dbs(job.tuned_at)
+                    if os.path.abspath(d) != os.path.abspath(job.work_dir)]
         learned, from_siblings = warm_cost_model(cost_model, database, good_ctx, siblings) if xgb and remaining \
             else (0, 0)
         if learned or from_siblings:

@@ -52,6 +52,10 @@ class RunDir:
     def shard_db(self, tuned_at: int, shard: int) -> str:
         return os.path.join(self.stage(tuned_at), f"shard-{shard}")
 
+    def shard_dbs(self, tuned_at: int) -> list[str]:
+        """The database folders of every shard of the slice, as they stand on disk."""
+        return sorted(p for p in glob.glob(os.path.join(self.stage(tuned_at), "shard-*")) if os.path.isdir(p))
+
     def shard_job(self, tuned_at: int, shard: int) -> str:
         return os.path.join(self.stage(tuned_at), f"shard-{shard}.json")
 
