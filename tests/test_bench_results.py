@@ -154,8 +154,8 @@ def test_equal_trials_bests_stay_under_their_folders():
 
 UNDER_WAY = {"bert-layer:8": "2026-12-02: 25 % at 320 trials, 100 % at 320 and at 960 (1.26x, where the search stops); "
                              "its 50 % run stopped at 275 trials; the study's second model is now resnet18:16",
-             "resnet18:16": "2026-12-02: 25 % at 160 trials (1.47x), 100 % at 320 (1.18x); its 50 % run is tuned to 160 "
-                            "trials, not yet compiled"}
+             "resnet18:16": "2026-12-02: 25 % at 160 trials (1.47x), 100 % at 320 (1.18x) and 640 (1.53x); its 50 % "
+                            "run is tuned to 544 of 640 trials, not yet compiled"}
 
 
 def test_slice_matrix_has_the_columns_and_models_the_issue_names():

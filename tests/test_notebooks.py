@@ -115,9 +115,10 @@ def test_slices_and_latency(tmp_path, monkeypatch) -> None:
     assert "bert-layer:8 on nvidia-h200, 2026-12-02, 320 trials per tuning slice" in text
     # the same 100 % run tuned on to 960 trials (resume --trials): labelled by the budget its sweep was timed at
     assert "bert-layer:8 on nvidia-h200, 2026-12-02, 960 trials per tuning slice" in text
-    # resnet18:16, under way: 25 % at 160 trials, 100 % at 320, each budget its own matrix
+    # resnet18:16, under way: 25 % at 160 trials, 100 % at 320 and at 640, each budget its own matrix
     assert "resnet18:16 on nvidia-h200, 2026-12-02, 160 trials per tuning slice" in text
     assert "resnet18:16 on nvidia-h200, 2026-12-02, 320 trials per tuning slice" in text
+    assert "resnet18:16 on nvidia-h200, 2026-12-02, 640 trials per tuning slice" in text
     assert _has_dataframe(nb, "tuned / untuned ms at its own slice")
     assert text.count("This machine, mlp-small") == 1
     assert took < 240

@@ -107,12 +107,12 @@ def test_sharding_balances_cost_and_splits_budget():
 
 
 def test_on_cuda_a_costly_tasks_later_batch_goes_before_a_cheap_tasks_first():
-    """The measured worth of a task's k-th batch (bench/results/2026-12-02-h200-batch-yields): 1, 0.45, 0.25, 0.25,
-    then 1 / k. A second batch of a 100-cost task (45) outbids a 40-cost task's first; a third (25) does not."""
+    """The measured worth of a task's k-th batch (bench/results/2026-12-02-h200-batch-yields): 1, 0.55, 0.4, 0.25,
+    then 1 / k. A second batch of a 100-cost task (55) outbids a 45-cost task's first; a third (40) does not."""
     from workbench.budget import batch_worth, describe, tasks_worth_a_batch
 
-    assert [batch_worth(k) for k in (1, 2, 3, 4, 5, 8)] == [1.0, 0.45, 0.25, 0.25, 0.2, 0.125]
-    ranked = [TaskInfo("a", 1, 100.0, 0), TaskInfo("b", 1, 100.0, 0), TaskInfo("c", 1, 40.0, 0),
+    assert [batch_worth(k) for k in (1, 2, 3, 4, 5, 8)] == [1.0, 0.55, 0.4, 0.25, 0.2, 0.125]
+    ranked = [TaskInfo("a", 1, 100.0, 0), TaskInfo("b", 1, 100.0, 0), TaskInfo("c", 1, 45.0, 0),
               TaskInfo("d", 1, 10.0, 0)]
     assert [tasks_worth_a_batch(ranked, b) for b in (1, 2, 3, 4, 5, 7, 8)] == [1, 2, 2, 2, 3, 3, 3]
     assert tasks_worth_a_batch(ranked, 8, most_each=2) == 4  # a and b capped at two batches: c, then d
@@ -124,13 +124,15 @@ def test_on_cuda_a_costly_tasks_later_batch_goes_before_a_cheap_tasks_first():
     spec = TuneSpec(trials=160, trials_per_batch=16, shards=4)
     everywhere, cuda = plan_budget(resnet, spec), plan_budget(resnet, spec, target="cuda")
     assert len(everywhere.tuned) == 10 and everywhere.later_batches is None
-    assert cuda.tuned == tuple(sorted(f"big{i}" for i in range(5))) + tuple(f"half{i}" for i in range(4))
-    assert cuda.trials == 160 and cuda.to_dict()["later_batches"] == [1.0, 0.45, 0.25, 0.25]
+    # a big one's second batch (0.55 x 200 = 110) outbids a half's first (100): ten batches, two for each big one
+    assert cuda.tuned == tuple(sorted(f"big{i}" for i in range(5)))
+    assert cuda.trials == 160 and cuda.to_dict()["later_batches"] == [1.0, 0.55, 0.4, 0.25]
     assert "(the costliest tasks' later batches before the cheapest tasks' first)" in describe(cuda.to_dict())
     assert "later batches" not in describe(everywhere.to_dict())
-    # the big ones' 2nd, 3rd and 4th batches (90, 50, 50) outbid a quarter's first (49), their 5th (40) does not
-    assert len(plan_budget(resnet, spec.replace(trials=24 * 16), target="cuda").tuned) == 9
-    assert len(plan_budget(resnet, spec.replace(trials=27 * 16), target="cuda").tuned) == 12
+    # the big ones' 2nd to 4th batches (110, 80, 50) and the halves' 2nd (55) outbid a quarter's first (49): 28
+    # batches tune 9 tasks; a big one's 5th (40) does not, so the next three batches are the quarters' first
+    assert len(plan_budget(resnet, spec.replace(trials=28 * 16), target="cuda").tuned) == 9
+    assert len(plan_budget(resnet, spec.replace(trials=31 * 16), target="cuda").tuned) == 12
     # at least a task per shard, and a raised run's tuned tasks stay tuned (they hold records)
     assert len(plan_budget(resnet, spec.replace(trials=64, shards=4), target="cuda").tuned) == 4
     assert len(plan_budget(resnet, spec.replace(trials=320), target="cuda", keep=15).tuned) == 15

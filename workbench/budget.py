@@ -6,8 +6,8 @@ the model's run time (FLOPs x weight; bytes for data movement), the costliest tu
 their default schedule. The plan says so before anything starts.
 
 On CUDA a batch goes where it is worth most: a costly task's second or third batch before a cheap task's first.
-Over 197 task searches on the H200 one batch beat DLight's default schedule in 55 % of them; a task's second batch
-saved 0.44 of what its first did, its third and fourth about a quarter (`bench/results/2026-12-02-h200-batch-yields`).
+Over 197 task searches on the H200 one batch beat DLight's default schedule in 54 % of them; a task's second batch
+saved 0.54 of what its first did, its third 0.40 and its fourth 0.24 (`bench/results/2026-12-02-h200-batch-yields`).
 Elsewhere (CPUs, where no such data exist) every tuned task gets a batch before any gets a second.
 """
 from __future__ import annotations
@@ -21,8 +21,8 @@ from .spec import SpecError, TuneSpec
 
 SELECTION = "estimated cost (FLOPs x weight; bytes for data movement)"
 # A task's k-th batch (k = 1, 2, 3, 4): the share of its first batch's saving it adds, over the H200 searches with at
-# least k batches (0.44, 0.25, 0.29 measured); beyond the fourth (not measured) taken to fall as 1 / k.
-LATER_BATCH_WORTH = (1.0, 0.45, 0.25, 0.25)
+# least k batches (0.54, 0.40, 0.24 measured); beyond the fourth (not measured) taken to fall as 1 / k.
+LATER_BATCH_WORTH = (1.0, 0.55, 0.4, 0.25)
 
 
 def batch_worth(k: int) -> float:
