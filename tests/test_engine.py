@@ -150,6 +150,14 @@ def test_list_show_and_csv(finished_run, tmp_path):
     out = subprocess.run([sys.executable, "-m", "workbench", "--home", home, "show", finished_run.id[:15]],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and "done" in out.stdout and "shards:" in out.stdout, out.stderr
+    # where the shards' tuning went, from TVM's profiler: every second of its total in one phase or "other"
+    assert re.search(r"time spent tuning, at 50 %: search \d+ % \(initial population \d+ %, .*\), build \d+ %, "
+                     r"measure \d+ %, cost model update \d+ %, other \d+ % of \d+ shard-seconds", out.stdout), out.stdout
+    spent = finished_run.time_spent()
+    totals = [e["profile_s"]["Total"] for e in finished_run.event_list("shard_finished")]
+    assert len(totals) == 2 and list(spent["tuned_at"].unique()) == [50]
+    assert spent["seconds"].sum() == pytest.approx(sum(totals), abs=0.05) and spent["share"].sum() == pytest.approx(1)
+    assert spent.set_index("phase").loc["build", "seconds"] > 0 and (spent["seconds"] >= 0).all()
     paths = finished_run.to_csv(str(tmp_path))
     assert all(os.path.getsize(p) > 0 for p in paths)
 

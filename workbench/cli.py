@@ -303,6 +303,8 @@ def dispatch(args: argparse.Namespace) -> int:
     if args.command == "show":
         import pandas as pd
 
+        from .tables import time_line
+
         with pd.option_context("display.width", 160, "display.max_columns", 20):
             for k, v in run.summary().items():
                 print(f"{k:>8}: {v}")
@@ -310,6 +312,9 @@ def dispatch(args: argparse.Namespace) -> int:
             if len(prog):
                 print("\nshards:\n" + prog[["tuned_at", "shard", "state", "tasks", "trials_done", "trials_budget",
                                             "elapsed_s", "build_errors", "run_errors"]].to_string(index=False))
+            spent = time_line(run.time_spent())
+            if spent:
+                print(f"\ntime spent tuning, {spent}")
             errs = run.typed_events(*FAILURES)
             if errs:
                 print(f"\n{len(errs)} errors/skips; first: {describe(errs[0])}")

@@ -21,7 +21,7 @@ from .events import EventReader, as_dict, since_last_raise
 from .procs import group_alive
 from .run_progress import Overall, overall, shard_progress
 from .spec import SpecError, TuneSpec
-from .tables import budget_history, events_table, results_table
+from .tables import budget_history, events_table, results_table, time_spent
 
 
 class Run:
@@ -279,6 +279,11 @@ class Run:
         """The model each budget ended with per tuning slice (the first, then each `resume --trials` raise), with
         each raise's gain over the budget before it and whether that gain is beyond the timing noise."""
         return budget_history(self.event_list())
+
+    def time_spent(self) -> pd.DataFrame:
+        """Where each tuning slice's shards spent their tuning, by phase (search, build, measure, ...), in seconds
+        summed over its shards and as a share: on a GPU the search on the CPU, not the GPU, usually sets the pace."""
+        return time_spent(self.event_list())
 
     @property
     def sweep(self) -> pd.DataFrame:
