@@ -29,6 +29,9 @@ SWEEP = pd.DataFrame({
 
 TWO_TASKS = ("fused_matmul_add_relu", "fused_matmul1_add1")
 FINISH_S = 3.0  # a finished slice's merge -> timed, in the fake log
+# each shard's TVM profile (seconds by profiler scope), in the form a real client reports it
+PROFILE_S = {"Total": 10.0, "EvoSearch/SampleInitPopulation": 2.0, "EvoSearch/Evolve/Mutation": 3.0,
+             "SendToBuilder": 2.5, "JoinRunnerFutures": 1.0, "MeasureCallback/UpdateCostModel": 0.5}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,7 +125,7 @@ def _events(t0: float, slices: tuple[int, ...], finished: bool, tasks: list[Fake
         t += 1
         for shard in (0, 1):
             out.append(ev.ShardFinished(t=t, source="supervisor", shard=shard, tuned_at=stage, exit_code=0,
-                                        shard_trials=done[shard]))
+                                        shard_trials=done[shard], profile_s=PROFILE_S))
         out.append(ev.Phase(t=t, source="supervisor", phase="merging", tuned_at=stage))
         kept = [x for x in tasks if x.tuned]
         out.append(ev.Merged(t=t, source="supervisor", tuned_at=stage, records=8, workloads=len(kept), path="merged"))

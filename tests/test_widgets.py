@@ -41,7 +41,7 @@ ENGINE_API = {  # what widgets/engine.py may take from the engine
     "workbench.run": {"Run", "list_runs", "open_run"}, "workbench.run_progress": {"Overall"},
     "workbench.spec": {"COST_MODELS", "DEFAULT_SWEEP", "STRATEGIES", "TARGETS", "Slice", "SpecError", "TuneSpec",
                        "parse_slices"},
-    "workbench.tables": {"budget_line"}, "workbench.units": {"fmt_seconds", "fmt_us", "in_unit", "time_unit"},
+    "workbench.tables": {"budget_line", "time_line"}, "workbench.units": {"fmt_seconds", "fmt_us", "in_unit", "time_unit"},
 }
 
 
@@ -499,6 +499,10 @@ def test_attached_finished_run_with_sweep(home, tmp_path) -> None:
                                "sweep": True, "export": True}
     assert snap["results_rows"] == 2 and "<table" in p._results.value
     assert "speedup vs untuned" in p._results.value and "kept_default" not in p._results.value  # readable headers
+    # where the shards' tuning went, per tuning slice, from their profiles (2 shards x 10 s, 20 % sampling, ...)
+    assert ("Time spent tuning, at 50 %: search 50 % (initial population 20 %, evolution 30 %), build 25 %, "
+            "measure 10 %, cost model update 5 %, other 10 % of 20 shard-seconds; at 100 %: ") \
+        in p._results.value and "wb-time-spent" in p._results.value
     assert snap["overall"]["fraction"] == 1.0 and snap["overall"]["state"] == "done"
     # two tasks: both drawn, both in the table, nothing left over
     assert p.live_figure.layout.annotations[0].text == CURVE_TITLE

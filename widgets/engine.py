@@ -19,10 +19,10 @@ from workbench.run import Run, list_runs, open_run
 from workbench.run_progress import Overall
 from workbench.spec import (COST_MODELS, DEFAULT_SWEEP, STRATEGIES, TARGETS, Slice, SpecError, TuneSpec,
                             parse_slices)
-from workbench.tables import budget_line
+from workbench.tables import budget_line, time_line
 from workbench.units import fmt_seconds, fmt_us, in_unit, time_unit
 
 __all__ = ["busy_warning", "ClusterView", "cli", "describe_budget", "FAILURES", "describe", "Hardware", "detect_hardware", "resume", "tune", "ModelInfo",
            "list_models", "Recommendation", "recommend_tuning_slice", "slowdown_matrix", "stands_for", "Run", "Overall",
            "list_runs", "open_run", "COST_MODELS", "DEFAULT_SWEEP", "STRATEGIES", "TARGETS", "Slice", "SpecError",
-           "TuneSpec", "parse_slices", "fmt_seconds", "fmt_us", "in_unit", "time_unit", "budget_line"]
+           "TuneSpec", "parse_slices", "fmt_seconds", "fmt_us", "in_unit", "time_unit", "budget_line", "time_line"]

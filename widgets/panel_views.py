@@ -142,6 +142,9 @@ class RunViews:
         table = run.results_table().to_html(index=False, float_format=lambda v: f"{v:.4g}", border=0)
         raised = engine.budget_line(run.budgets())  # what each earlier raise gained: is another one worth it?
         note = f"<div class='wb-raised' style='font-size:90%;color:#555'>{html.escape(raised)}</div>" if raised else ""
+        if spent := engine.time_line(run.time_spent()):  # on a GPU: the CPU's search, not the GPU, sets the pace
+            note += (f"<div class='wb-time-spent' style='font-size:90%;color:#555'>Time spent tuning, "
+                     f"{html.escape(spent)}</div>")
         self._results.value = (f"<div style='margin:6px 0'><b>Results</b> (run.results_table(); run.results has "
                                f"the raw fields){table}{note}</div>")
         self.controls["more"].tooltip = MORE_TIP + (f". {raised}" if raised else "")
