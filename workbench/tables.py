@@ -157,7 +157,7 @@ def time_line(spent: pd.DataFrame) -> str:
         search = {p.split(": ")[1]: s for p, s in share.items() if p.startswith("search: ")}
         rest = ", ".join(f"{p} {100 * s:.0f} %" for p, s in share.items() if not p.startswith("search: "))
         inner = ", ".join(f"{p} {100 * s:.0f} %" for p, s in search.items() if s >= 0.005)  # none at 0 %
-        parts.append(f"at {tuned_at} %: search {100 * sum(search.values()):.0f} %{f' ({inner})' if inner else ''}, "
-                     f"{rest} of "
+        inner = f" ({inner})" if inner else ""
+        parts.append(f"at {tuned_at} %: search {100 * sum(search.values()):.0f} %{inner}, {rest} of "
                      f"{stage['seconds'].sum():.0f} shard-seconds")
     return "; ".join(parts)
