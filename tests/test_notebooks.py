@@ -132,4 +132,6 @@ def test_sharding_speedup(tmp_path, monkeypatch) -> None:
     assert re.search(r"one-client: run \S+ done", _text(nb)) and re.search(r"sharded: run \S+ done", _text(nb))
     assert _has_dataframe(nb, "trials/s") and _has_dataframe(nb, "sharded")
     assert "x the one-client time" in _text(nb)
+    # section 3: each configuration's time by phase, beside the committed H200 run's
+    assert _has_dataframe(nb, r"H200, resnet18:16 at 100 %, 640 trials") and _has_dataframe(nb, "search: evolution")
     assert took < 240
