@@ -41,7 +41,8 @@ ENGINE_API = {  # what widgets/engine.py may take from the engine
     "workbench.run": {"Run", "list_runs", "open_run"}, "workbench.run_progress": {"Overall"},
     "workbench.spec": {"COST_MODELS", "DEFAULT_SWEEP", "STRATEGIES", "TARGETS", "Slice", "SpecError", "TuneSpec",
                        "parse_slices"},
-    "workbench.tables": {"budget_line", "time_line"}, "workbench.units": {"fmt_seconds", "fmt_us", "in_unit", "time_unit"},
+    "workbench.tables": {"budget_line", "time_line"},
+    "workbench.units": {"fmt_seconds", "fmt_us", "in_unit", "time_unit"},
 }
 
 
