@@ -1,6 +1,8 @@
 """The supervisor's stage plan is pure: what a tuning slice wants running, checked without starting anything."""
 from __future__ import annotations
 
+import os
+
 from workbench.hardware import TargetSpec
 from workbench.mps import MpsDaemon
 from workbench.options import EngineOptions
@@ -8,7 +10,7 @@ from workbench.shards import Shard
 from workbench.slices import SliceHost
 from workbench.spec import TuneSpec
 from workbench.stage_plan import NOTHING, stage_plan, wants_mps
-from workbench.store import RunDir
+from workbench.store import RECORDS_FILE, RunDir
 
 SHARDS = [Shard(0, ("a",), 16, 2.0).to_dict(), Shard(1, ("b",), 16, 1.0).to_dict()]
 
@@ -63,3 +65,20 @@ def test_gpu_servers_go_round_robin_each_with_its_gpus_daemon(tmp_path):
     assert [s.binding.env["CUDA_MPS_PIPE_DIRECTORY"] for s in want.servers] == [
         daemons[0].pipe_dir, daemons[1].pipe_dir, daemons[0].pipe_dir]
     assert all(s.binding.env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "50" for s in want.servers)
+
+
+def test_a_resumed_stage_gives_the_cores_of_its_finished_shards_to_those_still_searching(tmp_path):
+    spec = TuneSpec(servers=2, shards=2, slices=(50,), trials=32, target="cpu")
+    host = SliceHost("cpu", tuple(range(8)))
+    db = RunDir(str(tmp_path)).shard_db(50, 0)
+    os.makedirs(db)
+    with open(os.path.join(db, RECORDS_FILE), "w") as f:
+        f.write("[0, []]\n" * 15)
+    threads = [c.job.num_threads for c in _plan(tmp_path, spec, TargetSpec("cpu"), EngineOptions(), host, 50).clients]
+    assert threads == [4, 4]  # shard 0 holds 15 of its 16 trials: both still search
+    with open(os.path.join(db, RECORDS_FILE), "a") as f:
+        f.write("[0, []]\n")
+    want = _plan(tmp_path, spec, TargetSpec("cpu"), EngineOptions(), host, 50)
+    assert [(c.job.num_threads, c.job.builder_workers) for c in want.clients] == [(8, 8), (8, 8)]
+    stock = _plan(tmp_path, spec, TargetSpec("cpu"), EngineOptions(runner="local"), host, 50)
+    assert [c.job.num_threads for c in stock.clients] == [4, 4]  # bound to its share of the cores: keeps it

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from .client import PARENT_PID_ENV, ShardJob
 from .procs import stop_group
 from .spec import workbench_home
+from .store import RECORDS_FILE
 
-RECORDS_FILE = "database_tuning_record.json"  # MetaSchedule's; its lines point at lines of database_workload.json
 OWNER_FILE = "owner"  # in an attempt's folder: "<host> <worker pid>"
 TICK_S = 0.25  # how often new lines are relayed
 CONTROL_S = 0.5  # how often the supervisor's control variable is read

@@ -19,6 +19,7 @@ PLAN_FILE = "plan.json"
 PROCS_FILE = "procs.json"
 RESULTS_FILE = "results.json"
 SWEEP_FILE = "sweep.csv"
+RECORDS_FILE = "database_tuning_record.json"  # MetaSchedule's; its lines point at lines of database_workload.json
 SWEEP_UNTUNED_FILE = "sweep_untuned.csv"  # the untuned build at each swept slice, apart from sweep.csv's tuned rows
 UNTUNED_COLUMNS = ("model", "inferred_at", "latency_ms_median", "latency_ms_iqr", "sm_count", "cores",
                    "slice_applied", "slicing", "reason", "busy_cores", "stands_for")
@@ -55,6 +56,14 @@ class RunDir:
     def shard_dbs(self, tuned_at: int) -> list[str]:
         """The database folders of every shard of the slice, as they stand on disk."""
         return sorted(p for p in glob.glob(os.path.join(self.stage(tuned_at), "shard-*")) if os.path.isdir(p))
+
+    def shard_records(self, tuned_at: int, shard: int) -> int:
+        """How many tuning records the shard's database holds (a record per line; 0 before its first batch)."""
+        try:
+            with open(os.path.join(self.shard_db(tuned_at, shard), RECORDS_FILE), "rb") as f:
+                return sum(1 for line in f if line.strip())
+        except FileNotFoundError:
+            return 0
 
     def shard_job(self, tuned_at: int, shard: int) -> str:
         return os.path.join(self.stage(tuned_at), f"shard-{shard}.json")
