@@ -153,9 +153,7 @@ def test_equal_trials_bests_stay_under_their_folders():
 
 
 UNDER_WAY = {"bert-layer:8": "2026-12-02: 25 % at 320 trials, 100 % at 320 and at 960 (1.26x, where the search stops); "
-                             "its 50 % run stopped at 275 trials; the study's second model is now resnet18:16",
-             "resnet18:16": "2026-12-02: 25 % at 160 trials (1.47x), 100 % at 320 (1.18x) and 640 (1.53x); its 50 % "
-                            "run is tuned to 544 of 640 trials, not yet compiled"}
+                             "its 50 % run stopped at 275 trials; the study's second model is now resnet18:16"}
 
 
 def test_slice_matrix_has_the_columns_and_models_the_issue_names():
@@ -180,6 +178,34 @@ def test_slice_matrix_has_the_columns_and_models_the_issue_names():
     assert {r["model"] for r in rows} == {"mlp", "resnet18-small", "mlp:1024", "bert-layer:8",
                                            "resnet18:16"}  # named by its batch
 
+
+
+def test_each_committed_finding_is_what_its_folders_data_give(tmp_path):
+    """finding.json of every slice-study folder, recomputed from the folder's committed CSVs: same verdict, same
+    recommended tuning slice, same best tuning slice per inference slice (a changed rule or CSV shows here)."""
+    slice_study = bench_module("slice_study")
+    folders = sorted(os.path.dirname(p) for p in glob.glob(os.path.join(RESULTS, "*", "finding.json")))
+    assert folders
+    verdicts = {}
+    for folder in folders:
+        copy = tmp_path / os.path.basename(folder)
+        copy.mkdir()
+        for path in glob.glob(os.path.join(folder, "*.csv")):
+            with open(path, "rb") as src:
+                (copy / os.path.basename(path)).write_bytes(src.read())
+        again = slice_study.find(str(copy))["models"]
+        committed = load_json(folder, "finding.json")["models"]
+        assert again.keys() == committed.keys(), folder
+        for model, mine in committed.items():
+            theirs = again[model]
+            assert (theirs["verdict"], theirs["recommendation"]["tuned_at"]) == \
+                   (mine["verdict"], mine["recommendation"]["tuned_at"]), (folder, model)
+            assert [r["best_tuned_at"] for r in theirs["per_inference_slice"]] == \
+                   [r["best_tuned_at"] for r in mine["per_inference_slice"]], (folder, model)
+            verdicts[(os.path.basename(folder), model)] = (mine["verdict"], mine["recommendation"]["tuned_at"])
+    # issue 19's two slice-sensitive models, each at the budget where tuning won at every tuning slice
+    assert verdicts[("2026-12-02-h200-mlp1024-slice-study-320-trials", "mlp:1024")] == ("refuted", 100)
+    assert verdicts[("2026-12-03-h200-resnet18-16-slice-study-640-trials", "resnet18:16")] == ("reproduced", 50)
 
 def test_results_are_named_by_date_and_what_was_run():
     folders = [d for d in sorted(os.listdir(RESULTS)) if os.path.isdir(os.path.join(RESULTS, d))]
