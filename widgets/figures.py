@@ -341,6 +341,18 @@ def update_sweep_figure(fig: go.FigureWidget, sweep: pd.DataFrame, rec: Recommen
     return z
 
 
+def sweep_figure(sweep: pd.DataFrame, rec: Recommendation | None = None, title: str = "") -> go.FigureWidget:
+    """The panel's sweep figure drawn once from a sweep table (a committed one, say), the recommended tuning slice
+    outlined where `rec` makes a choice."""
+    fig = make_sweep_figure()
+    update_sweep_figure(fig, sweep, rec if rec is not None and rec.choice else None)
+    if title:
+        fig.update_layout(title=dict(text=title, x=0.01, y=0.99, font=dict(size=13)), margin=dict(t=80))
+    fig.add_class("wb-static-sweep")  # drawn by the notebook, not by a panel
+    persist(fig)
+    return fig
+
+
 def _same(current: object, new: list) -> bool:
     """Whether a trace's current x or y (a tuple, or None) already equals `new`."""
     cur = tuple(current) if current is not None else ()
