@@ -179,7 +179,6 @@ def test_slice_matrix_has_the_columns_and_models_the_issue_names():
                                            "resnet18:16"}  # named by its batch
 
 
-
 def test_each_committed_finding_is_what_its_folders_data_give(tmp_path):
     """finding.json of every slice-study folder, recomputed from the folder's committed CSVs: same verdict, same
     recommended tuning slice, same best tuning slice per inference slice (a changed rule or CSV shows here)."""
@@ -206,6 +205,7 @@ def test_each_committed_finding_is_what_its_folders_data_give(tmp_path):
     # issue 19's two slice-sensitive models, each at the budget where tuning won at every tuning slice
     assert verdicts[("2026-12-02-h200-mlp1024-slice-study-320-trials", "mlp:1024")] == ("refuted", 100)
     assert verdicts[("2026-12-03-h200-resnet18-16-slice-study-640-trials", "resnet18:16")] == ("reproduced", 50)
+
 
 def test_results_are_named_by_date_and_what_was_run():
     folders = [d for d in sorted(os.listdir(RESULTS)) if os.path.isdir(os.path.join(RESULTS, d))]

@@ -23,7 +23,7 @@ from .events import EventWriter, append_lines
 from .procs import ProcessError
 from .shard_launch import ShardLaunch
 from .spec import LOCAL_CLUSTER, TuneSpec
-from .store import RunDir
+from .store import RECORDS_FILE, RunDir
 
 TUNE_RESOURCE = "tune"  # each worker offers 1: one shard client at a time per worker
 CONNECT_TIMEOUT_S = 30.0
@@ -327,7 +327,7 @@ class DaskLauncher:
         self._cancel([shard.future])
         lost = shard.attempts - 1
         records = sum(text.count("\n") for rel, text in self._database(shard.launch)
-                      if rel.endswith("database_tuning_record.json"))
+                      if rel.endswith(RECORDS_FILE))
         restart = shard.attempts < MAX_ATTEMPTS
         message = "" if restart else f"its client was started {MAX_ATTEMPTS} times"
         self.events.emit(WorkerLost(shard=shard.launch.shard, tuned_at=shard.launch.tuned_at, worker=worker,

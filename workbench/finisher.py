@@ -23,8 +23,8 @@ def repair_databases(run_dir: str) -> list[str]:
     files = store.RunDir(run_dir).shard_db_files()
     changed = [path for path in files if diskspace.trim_torn_tail(path)]
     for path in files:
-        if path.endswith("database_tuning_record.json"):
-            workloads = os.path.join(os.path.dirname(path), "database_workload.json")
+        if path.endswith(store.RECORDS_FILE):
+            workloads = os.path.join(os.path.dirname(path), store.WORKLOADS_FILE)
             if diskspace.drop_dangling_records(workloads, path) and path not in changed:
                 changed.append(path)
     return changed

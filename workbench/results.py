@@ -5,6 +5,7 @@ import logging
 import os
 from dataclasses import dataclass
 
+from .store import RECORDS_FILE, WORKLOADS_FILE
 from .units import mean_seconds
 
 
@@ -20,14 +21,14 @@ def merge_databases(shard_dirs: list[str], out_dir: str) -> MergeResult:
     from tvm.s_tir import meta_schedule as ms
 
     os.makedirs(out_dir, exist_ok=True)
-    for name in ("database_workload.json", "database_tuning_record.json"):
+    for name in (WORKLOADS_FILE, RECORDS_FILE):
         path = os.path.join(out_dir, name)
         if os.path.exists(path):
             os.remove(path)  # a re-merge (resume) starts from the shard databases again
     merged = ms.database.JSONDatabase(work_dir=out_dir)
     records = 0
     for d in shard_dirs:
-        if not os.path.exists(os.path.join(d, "database_workload.json")):
+        if not os.path.exists(os.path.join(d, WORKLOADS_FILE)):
             continue
         src = ms.database.JSONDatabase(work_dir=d, allow_missing=False)
         for rec in src.get_all_tuning_records():
@@ -35,7 +36,7 @@ def merge_databases(shard_dirs: list[str], out_dir: str) -> MergeResult:
             merged.commit_tuning_record(ms.database.TuningRecord(rec.trace, wkl, rec.run_secs, rec.target,
                                                                  rec.args_info))
             records += 1
-    with open(os.path.join(out_dir, "database_workload.json")) as f:
+    with open(os.path.join(out_dir, WORKLOADS_FILE)) as f:
         workloads = sum(1 for line in f if line.strip())
     return MergeResult(out_dir, records, workloads)
 
@@ -133,7 +134,7 @@ def floored_database(merged_dir: str, out_dir: str, tasks: list, target,
     from tvm.s_tir import meta_schedule as ms
 
     os.makedirs(out_dir, exist_ok=True)
-    for name in ("database_workload.json", "database_tuning_record.json"):
+    for name in (WORKLOADS_FILE, RECORDS_FILE):
         if os.path.exists(os.path.join(out_dir, name)):
             os.remove(os.path.join(out_dir, name))
     merged, out = load_database(merged_dir), ms.database.JSONDatabase(work_dir=out_dir)

@@ -19,7 +19,8 @@ PLAN_FILE = "plan.json"
 PROCS_FILE = "procs.json"
 RESULTS_FILE = "results.json"
 SWEEP_FILE = "sweep.csv"
-RECORDS_FILE = "database_tuning_record.json"  # MetaSchedule's; its lines point at lines of database_workload.json
+RECORDS_FILE = "database_tuning_record.json"  # MetaSchedule's; its lines point at lines of WORKLOADS_FILE
+WORKLOADS_FILE = "database_workload.json"
 SWEEP_UNTUNED_FILE = "sweep_untuned.csv"  # the untuned build at each swept slice, apart from sweep.csv's tuned rows
 UNTUNED_COLUMNS = ("model", "inferred_at", "latency_ms_median", "latency_ms_iqr", "sm_count", "cores",
                    "slice_applied", "slicing", "reason", "busy_cores", "stands_for")
