@@ -49,9 +49,9 @@ _CACHE: dict = {}
 
 def _compile_checkpoint(job: dict) -> str:
     """Merge a checkpoint's shard databases, floor them by the measured defaults, compile (a pool worker)."""
-    from workbench.models import load_model
-    from workbench.results import compile_with_database, floored_database, merge_databases
-    from workbench.shards import extract_tasks
+    from workbench.models.load import load_model
+    from workbench.results.compile import compile_with_database, floored_database, merge_databases
+    from workbench.plan.tasks import extract_tasks
 
     key = (job["model"], json.dumps(job["target"]))
     if key not in _CACHE:
@@ -68,10 +68,10 @@ def _compile_checkpoint(job: dict) -> str:
 def checkpoint_series(run: wb.Run, stop_s: float | None, n: int, work: str) -> dict:
     """The floored model at n evenly spaced batch times up to `stop_s` after run start (all: None), timed with
     the untuned build in one inference process on the whole device."""
-    from workbench.finisher import measured_defaults
-    from workbench.models import load_model
-    from workbench.results import compile_with_database
-    from workbench.sweep import infer_at
+    from workbench.results.finish import measured_defaults
+    from workbench.models.load import load_model
+    from workbench.results.compile import compile_with_database
+    from workbench.results.sweep import infer_at
 
     events = run.event_list()
     t0 = min(e["t"] for e in events if e["kind"] == "run_started")

@@ -21,9 +21,9 @@ def candidates(model: str, target_kind: str, n: int):
     from tvm.s_tir import meta_schedule as ms
 
     from workbench.hardware import TargetSpec, detect, target_spec
-    from workbench.intrinsics import load_family
-    from workbench.models import load_model
-    from workbench.shards import extract_tasks
+    from workbench.tuning.intrinsics import load_family
+    from workbench.models.load import load_model
+    from workbench.plan.tasks import extract_tasks
 
     logging.getLogger("tvm.s_tir.meta_schedule").setLevel(logging.WARNING)
     spec: TargetSpec = target_spec(target_kind, detect())
@@ -49,7 +49,7 @@ def main() -> None:
     args = p.parse_args()
     from tvm.s_tir.meta_schedule.builder.local_builder import default_export
 
-    from workbench.tvm_plugins import PersistentBuilder, build_candidate, export_so
+    from workbench.tuning.plugins import PersistentBuilder, build_candidate, export_so
 
     inputs = candidates(args.model, args.target, args.n)
     report: dict = {"candidates": len(inputs), "workers": args.workers}

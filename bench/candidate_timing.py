@@ -14,7 +14,7 @@ noise floor):
   stock        .tar, LocalRunner, TVM's default EvaluatorConfig (min_repeat_ms 100): what tune_relax times
   stock-wb     .tar, LocalRunner, the workbench's evaluator_config (min_repeat_ms 20 on CUDA): the bench's stock
   local-so     .so, LocalRunner, workbench evaluator: against stock-wb, the builder's artifact alone (c)
-  batch        .so, `workbench.rpc_server` (persistent sessions) via ServerPool, SessionBatchRunner
+  batch        .so, `workbench.servers.rpc_server` (persistent sessions) via ServerPool, SessionBatchRunner
   rpc          .so, the same server, TVM's RPCRunner: one session per candidate
   batch-spawn  .so, `rpc_server --sessions spawn` (stock --no-fork: a process per session), SessionBatchRunner
   batch-mps    CUDA: .so, a server under a private MPS daemon at 100 %, SessionBatchRunner (last, alone on the GPU)
@@ -153,7 +153,7 @@ def build_vs_run(build_s: dict[str, list], timings: dict[str, list[dict]]) -> di
     """(b): are slow builds fast kernels? Per task: Spearman of build s against run time (the first .so
     method's first pass), and each build the product's cut would likely drop (over max(min_s, factor x the
     task's median build), StragglerCut's defaults) with its run-time rank (1 = fastest)."""
-    from workbench.tvm_plugins import StragglerCut
+    from workbench.tuning.plugins import StragglerCut
 
     ref = next((m for m in timings if m not in TAR_METHODS and timings[m]), None)
     if ref is None:
@@ -195,8 +195,8 @@ class Servers:
     """The product's measuring side for one kind of method: tracker + one server on 127.0.0.1 (ServerPool)."""
 
     def __init__(self, work: str, kind: str, device: str, cores: list[int], daemon=None) -> None:
-        from workbench.servers import ServerPool, ServerSpec
-        from workbench.slices import SliceHost, apply_slice
+        from workbench.servers.pool import ServerPool, ServerSpec
+        from workbench.servers.slices import SliceHost, apply_slice
 
         self.key = f"ct-{kind}-{os.getpid()}"
         self.pool = ServerPool(os.path.join(work, kind), "127.0.0.1", dict(os.environ), self.key, device,
@@ -228,8 +228,8 @@ class Servers:
 def make_runner(method: str, kind: str, servers: dict[str, Servers], timeout: float, batch: int):
     from tvm.s_tir import meta_schedule as ms
 
-    from workbench.batch_runner import SessionBatchRunner
-    from workbench.client import evaluator_config
+    from workbench.tuning.batch_runner import SessionBatchRunner
+    from workbench.tuning.client import evaluator_config
 
     if method == "stock":
         return ms.runner.LocalRunner(timeout_sec=timeout, evaluator_config=ms.runner.EvaluatorConfig())
@@ -291,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["TMPDIR"] = os.path.join(work, "tmp")  # every artifact and session folder lands in `work`
     tempfile.tempdir = None
     if kind != "cuda":  # the CPU share the product gives a server, and a local-runner client, at 100 %
-        from workbench.slices import Slice, cpu_binding
+        from workbench.servers.slices import Slice, cpu_binding
 
         os.environ.update(cpu_binding(Slice(100), cores).env)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so that `finally` cleans up
@@ -308,9 +308,9 @@ def main(argv: list[str] | None = None) -> int:
         import tvm_ffi
         from tvm.s_tir import meta_schedule as ms
 
-        from workbench.models import load_model
-        from workbench.shards import extract_tasks
-        from workbench.tvm_plugins import PersistentBuilder
+        from workbench.models.load import load_model
+        from workbench.plan.tasks import extract_tasks
+        from workbench.tuning.plugins import PersistentBuilder
 
         for group in dict.fromkeys(SERVED[m] for m in methods if m in SERVED and m != "batch-mps"):
             servers[group] = Servers(work, group, device, cores)  # they start while we draw and build
@@ -365,7 +365,7 @@ def main(argv: list[str] | None = None) -> int:
             for m in (plain if rep % 2 == 0 else plain[::-1]):
                 one_pass(m)
         if "batch-mps" in methods:  # alone on the GPU: every other CUDA context here goes first
-            from workbench.mps import MpsDaemon
+            from workbench.servers.mps import MpsDaemon
 
             for obj in (*runners.values(), *servers.values()):
                 obj.stop() if isinstance(obj, Servers) else close(obj)

@@ -47,8 +47,8 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     logging.getLogger("tvm.s_tir.meta_schedule").setLevel(logging.WARNING)
     from workbench.hardware import detect, target_spec
-    from workbench.models import load_model
-    from workbench.shards import extract_tasks
+    from workbench.models.load import load_model
+    from workbench.plan.tasks import extract_tasks
 
     target = target_spec("cpu", detect()).build()
     tasks = extract_tasks(load_model("mlp").mod, target)

@@ -19,9 +19,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
 from workbench.hardware import detect, resolve_target, target_spec  # noqa: E402
-from workbench.models import load_model  # noqa: E402
-from workbench.results import compile_with_database  # noqa: E402
-from workbench.sweep import infer_at  # noqa: E402
+from workbench.models.load import load_model  # noqa: E402
+from workbench.results.compile import compile_with_database  # noqa: E402
+from workbench.results.sweep import infer_at  # noqa: E402
 
 
 def main() -> None:

@@ -25,12 +25,12 @@ def spaces(mode: str, model: str, cache: str, work: str) -> dict:
     from tvm.s_tir import meta_schedule as ms
 
     from workbench.hardware import TargetSpec
-    from workbench.models import load_model
-    from workbench.shards import extract_tasks
+    from workbench.models.load import load_model
+    from workbench.plan.tasks import extract_tasks
 
     target = TargetSpec("cuda", "sm_90", 16).build()
     if mode == "workbench":
-        from workbench.intrinsics import load_family
+        from workbench.tuning.intrinsics import load_family
 
         load_family("cuda", cache)
     tasks = extract_tasks(load_model(model, None).mod, target)

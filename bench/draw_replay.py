@@ -47,7 +47,7 @@ def run_sequence(run_dir: str, shard: int = 0) -> list[dict]:
     from tvm.s_tir import meta_schedule as ms
     from tvm_ffi import structural_hash
 
-    from workbench.run import Run
+    from workbench.runs.run import Run
 
     folder = os.path.join(run_dir, "stages", STAGE, f"shard-{shard}")
     with open(os.path.join(folder, "database_workload.json")) as f:
@@ -96,13 +96,13 @@ def replay(record: dict, env: str = "stock") -> dict:
     from tvm.s_tir.meta_schedule.runner import PyRunner, PyRunnerFuture, RunnerResult
     from tvm_ffi import structural_hash
 
-    from workbench.client import ShardJob, make_runner, seed_draws
-    from workbench.default_schedules import time_defaults
-    from workbench.models import load_model
-    from workbench.options import EngineOptions
-    from workbench.shards import extract_tasks
-    from workbench.task_scheduler import StreamingScheduler
-    from workbench.tvm_plugins import make_builder, make_strategy
+    from workbench.tuning.client import ShardJob, make_runner, seed_draws
+    from workbench.tuning.default_schedules import time_defaults
+    from workbench.models.load import load_model
+    from workbench.tuning.options import EngineOptions
+    from workbench.plan.tasks import extract_tasks
+    from workbench.tuning.task_scheduler import StreamingScheduler
+    from workbench.tuning.plugins import make_builder, make_strategy
 
     job = ShardJob.from_json(json.dumps(record["job"]))
     recorded = record["sequence"]
@@ -191,7 +191,7 @@ def replay(record: dict, env: str = "stock") -> dict:
             job = dataclasses.replace(job, options=pipeline, tracker=(host, port, servers.key), runner_workers=1)
             inner_builder = make_builder("persistent", job.builder_workers, timeout_sec=max(30, job.spec.measure_timeout_s))
         if env != "stock":  # what the pipeline's client does before it makes its contexts
-            from workbench.intrinsics import load_family
+            from workbench.tuning.intrinsics import load_family
 
             load_family(job.target.kind, os.path.join(work, "cache"))
         contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(

@@ -12,7 +12,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from workbench.events import as_dict, parse
+from workbench.runs.events import as_dict, parse
 
 
 @dataclass

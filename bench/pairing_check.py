@@ -40,7 +40,7 @@ def napping_build(mod, target, params):
     """The product's build; a nap first for every STRAGGLE-th schedule; notes what it built for the export."""
     import tvm_ffi
 
-    from workbench.tvm_plugins import build_candidate
+    from workbench.tuning.plugins import build_candidate
 
     h = str(tvm_ffi.structural_hash(mod))
     _BUILT_FROM[:] = [h]
@@ -51,7 +51,7 @@ def napping_build(mod, target, params):
 
 
 def noting_export(rt_mod) -> str:
-    from workbench.tvm_plugins import export_so
+    from workbench.tuning.plugins import export_so
 
     path = export_so(rt_mod)
     with open(os.path.join(os.path.dirname(path), "built_from.txt"), "w") as f:
@@ -80,15 +80,15 @@ def main(argv: list[str] | None = None) -> int:
     from tvm.s_tir.meta_schedule.builder import BuilderInput
     from tvm.s_tir.meta_schedule.runner import RunnerInput
 
-    from workbench.batch_runner import SessionBatchRunner
-    from workbench.client import evaluator_config
+    from workbench.tuning.batch_runner import SessionBatchRunner
+    from workbench.tuning.client import evaluator_config
     from workbench.hardware import detect, target_spec, usable_cores
-    from workbench.models import load_model
-    from workbench.options import EngineOptions
-    from workbench.shards import extract_tasks
-    from workbench.slices import Slice, cpu_binding
-    from workbench.task_scheduler import StreamingScheduler
-    from workbench.tvm_plugins import DROPPED, PersistentBuilder, StragglerCut, build_candidate, make_strategy
+    from workbench.models.load import load_model
+    from workbench.tuning.options import EngineOptions
+    from workbench.plan.tasks import extract_tasks
+    from workbench.servers.slices import Slice, cpu_binding
+    from workbench.tuning.task_scheduler import StreamingScheduler
+    from workbench.tuning.plugins import DROPPED, PersistentBuilder, StragglerCut, build_candidate, make_strategy
 
     work = tempfile.mkdtemp(prefix="wb-pc-")
     os.makedirs(os.path.join(work, "tmp"))

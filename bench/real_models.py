@@ -30,10 +30,10 @@ sys.path.insert(0, HERE)
 
 import workbench as wb  # noqa: E402
 from tuning_throughput import checkpoint_dbs, tuning_window, utilisation  # noqa: E402
-from workbench.events import EVENTS_FILE  # noqa: E402
-from workbench.finisher import measured_defaults  # noqa: E402
+from workbench.runs.events import EVENTS_FILE  # noqa: E402
+from workbench.results.finish import measured_defaults  # noqa: E402
 from workbench.hardware import TargetSpec  # noqa: E402
-from workbench.sweep import infer_at  # noqa: E402
+from workbench.results.sweep import infer_at  # noqa: E402
 
 
 def first_times(events: list[dict]) -> dict:
@@ -49,9 +49,9 @@ def first_times(events: list[dict]) -> dict:
 
 def checkpoints(run: wb.Run, n: int, work: str) -> list[dict]:
     """The floored model at n evenly spaced batch times, timed with the untuned build on the whole device."""
-    from workbench.models import load_model
-    from workbench.results import compile_with_database, floored_database, merge_databases
-    from workbench.shards import extract_tasks
+    from workbench.models.load import load_model
+    from workbench.results.compile import compile_with_database, floored_database, merge_databases
+    from workbench.plan.tasks import extract_tasks
 
     events = run.event_list()
     t0, _ = tuning_window(events)

@@ -45,7 +45,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
 import workbench as wb  # noqa: E402
-from workbench.client import SAME_DRAWS_ENV  # noqa: E402
+from workbench.tuning.client import SAME_DRAWS_ENV  # noqa: E402
 
 import draw_sequences as ds  # noqa: E402
 from tuning_throughput import parse_config, tuning_window  # noqa: E402
@@ -62,7 +62,7 @@ def parents(strategy: str) -> int:
 
     from tvm.s_tir import meta_schedule as ms
 
-    from workbench.tvm_plugins import LEAN_SEARCH
+    from workbench.tuning.plugins import LEAN_SEARCH
 
     defaults = inspect.signature(ms.search_strategy.EvolutionarySearch).parameters
     population = LEAN_SEARCH["population_size"] if strategy == "evolutionary-lean" else \
@@ -130,7 +130,7 @@ def replay_one(out: str, name: str, env: str, timeout: float) -> dict:
 
 
 def gradient():
-    from workbench.task_scheduler import gradient as g
+    from workbench.tuning.task_scheduler import gradient as g
 
     return g
 

@@ -22,7 +22,7 @@ echo "key: $KEY"; pgrep -a nvidia-cuda-mps | sed 's/^/mps: /'
 if [ "$TARGET" = cuda ]; then
   CUDA_VISIBLE_DEVICES=-1 python3 - "127.0.0.1:$PORT:$KEY" <<'PY' 2>&1 | tail -3
 import sys, time
-from workbench.servers import tracker_cuda_arch
+from workbench.servers.pool import tracker_cuda_arch
 t = time.monotonic(); arch = tracker_cuda_arch(sys.argv[1])
 print(f"arch through the tracker, from a process that sees no GPU: {arch} ({time.monotonic() - t:.1f} s)")
 PY
@@ -31,6 +31,6 @@ timeout 300 python3 -m workbench tune --model mlp --target "$TARGET" --tracker "
   --shards 2 --trials "$TRIALS" --trials-per-batch 8 2>&1 | tail -15 | tee "$OUT/tune.log"
 kill -INT $SERVE; for _ in $(seq 1 30); do kill -0 $SERVE 2>/dev/null || break; sleep 1; done
 wait $SERVE; echo "serve exit code: $?"; tail -5 "$OUT/serve.log"
-echo "left after serve: $(pgrep -f 'workbench.rpc_server|nvidia-cuda-mps' | wc -l) processes"
+echo "left after serve: $(pgrep -f 'workbench.servers.rpc_server|nvidia-cuda-mps' | wc -l) processes"
 run=$(ls -d "$WORKBENCH_HOME"/runs/* | tail -1); cp "$run/events.jsonl" "$OUT/tune-events.jsonl"
 grep -h '"server"' "$run"/infer/result-*.json | head -c 400; echo

@@ -18,8 +18,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from workbench.servers import ServerPool, ServerSpec  # noqa: E402
-from workbench.slices import SliceHost, apply_slice  # noqa: E402
+from workbench.servers.pool import ServerPool, ServerSpec  # noqa: E402
+from workbench.servers.slices import SliceHost, apply_slice  # noqa: E402
 
 
 def main() -> None:

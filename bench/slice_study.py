@@ -45,7 +45,7 @@ def parse_candidate(text: str) -> tuple[str, int | None]:
 
 def batched_shape(name: str, batch: int | None) -> tuple[int, ...] | None:
     """The sample model's input shape with its first dimension set to `batch` (None: its own)."""
-    from workbench.models import list_models
+    from workbench.models.load import list_models
 
     if batch is None:
         return None
@@ -60,12 +60,12 @@ def model_key(model: str, shape) -> str:
 
 def choose(candidates: list[str], slices: list[int], home: str, out: str) -> dict:
     """Time each candidate's untuned build at `slices`; write and return {model: {...}}."""
-    from workbench import store
-    from workbench.events import EventWriter
+    from workbench.runs import store
+    from workbench.runs.events import EventWriter
     from workbench.hardware import detect, resolve_target, target_spec
-    from workbench.models import load_model
-    from workbench.results import compile_with_database
-    from workbench.sweep import infer_at, standalone_host, sweep_points
+    from workbench.models.load import load_model
+    from workbench.results.compile import compile_with_database
+    from workbench.results.sweep import infer_at, standalone_host, sweep_points
 
     hw = detect()
     target = target_spec(resolve_target("auto", hw), hw)
@@ -142,7 +142,7 @@ def _ints(text: str) -> tuple[int, ...]:
 
 def swept_already(run, slices: list[int]) -> bool:
     """Whether the run's own sweep (`tune --sweep-slices`) covers every tuned model and the untuned build at `slices`."""
-    from workbench.sweep import covered
+    from workbench.results.sweep import covered
 
     tuned, untuned = run.sweep, run.sweep_untuned()
     if not len(tuned) or not len(untuned):
@@ -155,8 +155,8 @@ def sweep(runs: list[str], slices: list[int], out_dir: str, home: str | None, re
     """Sweep every run (not one whose own sweep covers `slices`, unless `resweep`), write the folder's CSVs and event
     logs, then `find` over every run in the folder (earlier sessions' runs too)."""
     import workbench as wb
-    from workbench import store
-    from workbench.sweep import sweep_run
+    from workbench.runs import store
+    from workbench.results.sweep import sweep_run
 
     os.makedirs(out_dir, exist_ok=True)
     untuned = {str(pd.read_csv(os.path.join(out_dir, f)).model.iloc[0]) for f in os.listdir(out_dir)

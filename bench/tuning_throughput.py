@@ -38,7 +38,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 
 import workbench as wb  # noqa: E402
 from workbench.hardware import TargetSpec, resolve_target  # noqa: E402
-from workbench.sweep import infer_at  # noqa: E402
+from workbench.results.sweep import infer_at  # noqa: E402
 
 CONFIG_RE = re.compile(r"^(\d+)x(\d+)@(\d+)(?:/(\d+)gpu)?(\+evo|\+rand)?(\+batch)?(\+cut)?(\+lean)?(\+dask)?$")
 TOLERANCE = 1.03
@@ -152,8 +152,8 @@ def checkpoint_dbs(run: wb.Run, tuned_at: int, times: list[float], out_root: str
 
 def evaluate_checkpoints(run: wb.Run, target: TargetSpec, n: int, work: str) -> list[dict]:
     """Compile the model from the records committed at n evenly spaced times; time each on the whole device."""
-    from workbench.models import load_model
-    from workbench.results import compile_with_database, merge_databases
+    from workbench.models.load import load_model
+    from workbench.results.compile import compile_with_database, merge_databases
 
     events = run.event_list()
     t0, _ = tuning_window(events)
@@ -180,7 +180,7 @@ def warm_intrinsics(target_kind: str, home: str) -> float:
     A machine pays this once (~20 s on the H200 host); later workbench clients load the cache. Without
     it the first workbench config of a bench would carry that one-time cost and the others would not."""
     t0 = time.time()
-    code = ("import sys; from workbench.intrinsics import load_family; "
+    code = ("import sys; from workbench.tuning.intrinsics import load_family; "
             "print(load_family(sys.argv[1], sys.argv[2]))")
     subprocess.run([sys.executable, "-c", code, target_kind, os.path.join(home, "cache")], check=True)
     return round(time.time() - t0, 1)

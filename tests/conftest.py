@@ -30,9 +30,9 @@ import sys
 import tvm
 from tvm.s_tir import meta_schedule as ms
 from workbench.hardware import detect, target_spec
-from workbench.intrinsics import load_family
-from workbench.models import load_model
-from workbench.shards import extract_tasks
+from workbench.tuning.intrinsics import load_family
+from workbench.models.load import load_model
+from workbench.plan.tasks import extract_tasks
 
 target = target_spec("cpu", detect()).build()
 load_family("cpu", sys.argv[1])

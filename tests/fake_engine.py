@@ -14,8 +14,8 @@ from collections.abc import Callable
 
 import pandas as pd
 
-from workbench import event_types as ev
-from workbench.events import as_dict
+from workbench.runs import event_types as ev
+from workbench.runs.events import as_dict
 from workbench.spec import TuneSpec
 
 SWEEP = pd.DataFrame({

@@ -28,11 +28,11 @@ def test_a_broken_candidate_fails_alone_and_the_chunk_goes_on(tmp_path, cpu_desi
     from tvm.s_tir.meta_schedule.builder import BuilderInput
     from tvm.s_tir.meta_schedule.runner import RunnerInput
 
-    from workbench.batch_runner import SessionBatchRunner
-    from workbench.client import evaluator_config
-    from workbench.servers import ServerPool, ServerSpec
-    from workbench.slices import SliceHost, apply_slice
-    from workbench.tvm_plugins import PersistentBuilder
+    from workbench.tuning.batch_runner import SessionBatchRunner
+    from workbench.tuning.client import evaluator_config
+    from workbench.servers.pool import ServerPool, ServerSpec
+    from workbench.servers.slices import SliceHost, apply_slice
+    from workbench.tuning.plugins import PersistentBuilder
 
     (tmp_path / "logs").mkdir()
     pool = ServerPool(str(tmp_path), "127.0.0.1", dict(os.environ), "k", "cpu")

@@ -290,7 +290,7 @@ def test_the_batch_yields_are_what_the_committed_logs_give(tmp_path):
     """`bench/results/2026-12-02-h200-batch-yields/yields.json` (the budget rule's data) recomputes from the
     committed H200 event logs; each later batch adds less than the first, and the k-th batch's share of the first's
     saving, over the searches with at least k batches, is `LATER_BATCH_WORTH`'s within 0.1."""
-    from workbench.budget import LATER_BATCH_WORTH
+    from workbench.plan.budget import LATER_BATCH_WORTH
 
     yields = bench_module("batch_yields")
     out = tmp_path / "yields.json"

@@ -95,9 +95,9 @@ def test_a_real_sweep_times_each_core_count_once(tmp_path) -> None:
     said before it starts, timed once per core count, each point saying what it stands for and how busy the
     machine was; the table gives median ± IQR."""
     from workbench.hardware import detect, target_spec
-    from workbench.models import load_model
-    from workbench.results import compile_with_database
-    from workbench.slices import core_groups
+    from workbench.models.load import load_model
+    from workbench.results.compile import compile_with_database
+    from workbench.servers.slices import core_groups
 
     home = str(tmp_path)
     run_id = make_run(home)
@@ -130,7 +130,7 @@ def test_a_real_sweep_times_each_core_count_once(tmp_path) -> None:
 
 def test_tune_says_before_anything_starts_when_tuning_slices_share_their_cores(tmp_path) -> None:
     """The note comes before planning: here the plan then refuses the shards, and no run folder is made."""
-    from workbench.slices import merge_note
+    from workbench.servers.slices import merge_note
 
     proc = _cli(str(tmp_path), "tune", "--model", "mlp-small", "--target", "cpu", "--slices", "25,50,100",
                 "--shards", "17", "--trials", "64")

@@ -14,9 +14,9 @@ import psutil
 import pytest
 
 import workbench as wb
-from workbench.cluster import local_size
-from workbench.cluster_task import Tailer, client_env, worker_job
-from workbench.client import PARENT_PID_ENV, ShardJob
+from workbench.orchestrate.cluster import local_size
+from workbench.orchestrate.cluster_task import Tailer, client_env, worker_job
+from workbench.tuning.client import PARENT_PID_ENV, ShardJob
 from workbench.hardware import TargetSpec
 from workbench.procs import group_alive, stop_group
 
@@ -75,7 +75,7 @@ def test_the_client_does_not_inherit_what_a_nanny_set_for_its_worker(monkeypatch
 
 
 def test_a_cluster_run_needs_the_rpc_runner():
-    from workbench.options import EngineOptions
+    from workbench.tuning.options import EngineOptions
 
     with pytest.raises(wb.SpecError) as err:
         wb.plan_run(wb.TuneSpec(cluster="local"), options=EngineOptions(runner="local"))

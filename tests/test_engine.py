@@ -14,8 +14,8 @@ import pytest
 
 import workbench as wb
 from support import CHEAP_SEARCH
-from workbench import store
-from workbench.recommend import tuned_vs_untuned
+from workbench.runs import store
+from workbench.results.recommend import tuned_vs_untuned
 from workbench.procs import group_alive
 
 SPEC = dict(model="mlp-small", shards=2, servers=2, slices=(50,), trials=8, trials_per_batch=4,
@@ -77,8 +77,8 @@ def test_merged_database_loads_in_stock_tvm_and_compiles(finished_run, tmp_path)
 import numpy as np, tvm
 from tvm import relax
 from tvm.s_tir import meta_schedule as ms
-from workbench.models import load_model
-from workbench.shards import extract_tasks
+from workbench.models.load import load_model
+from workbench.plan.tasks import extract_tasks
 db = ms.database.JSONDatabase(work_dir={merged!r}, allow_missing=False)
 assert len(db) == {SPEC['trials']}, len(db)
 m = load_model("mlp-small")
@@ -252,9 +252,9 @@ def test_resume_with_more_trials_tunes_a_done_run_on_to_the_raised_budget(tmp_pa
 @pytest.mark.parametrize("target", ["cpu", "cuda"])
 def test_a_raised_budget_keeps_each_shards_tasks_in_that_shard(costs, shards, target):
     """`more_trials` replans: each shard database must go on holding its own tasks' records (tasks may join)."""
-    from workbench.budget import plan_budget
-    from workbench.launch import more_trials
-    from workbench.shards import TaskInfo, plan_shards
+    from workbench.plan.budget import plan_budget
+    from workbench.orchestrate.launch import more_trials
+    from workbench.plan.tasks import TaskInfo, plan_shards
 
     tasks = [TaskInfo(f"t{i}", 1, float(c), 0.0) for i, c in enumerate(costs)]
     spec = wb.TuneSpec(model="mlp-small", shards=shards, trials=4 * shards, trials_per_batch=4)
@@ -279,9 +279,9 @@ def test_a_raised_budget_keeps_each_shards_tasks_in_that_shard(costs, shards, ta
 def test_a_raise_that_would_untune_a_task_is_refused():
     """A budget below a batch per shard plans small batches over many tasks; a raise to whole batches would tune
     fewer tasks and strand their records: refused, naming trials."""
-    from workbench.budget import plan_budget
-    from workbench.launch import more_trials
-    from workbench.shards import TaskInfo, plan_shards
+    from workbench.plan.budget import plan_budget
+    from workbench.orchestrate.launch import more_trials
+    from workbench.plan.tasks import TaskInfo, plan_shards
 
     tasks = [TaskInfo(f"t{i}", 1, float(10 - i), 0.0) for i in range(6)]
     spec = wb.TuneSpec(model="mlp-small", shards=3, trials=5, trials_per_batch=16)
@@ -305,8 +305,8 @@ def test_views_inside_consistent_read_one_set_of_events(finished_run, tmp_path):
     (a batch landing between progress() and best_curve()) waits for the next refresh."""
     import shutil
 
-    from workbench.event_types import Phase
-    from workbench.events import EventWriter
+    from workbench.runs.event_types import Phase
+    from workbench.runs.events import EventWriter
 
     copy = tmp_path / "run"
     shutil.copytree(finished_run.dir, copy)

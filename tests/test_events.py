@@ -8,8 +8,8 @@ import os
 
 import pytest
 
-from workbench import event_types as ev
-from workbench.events import EventReader, EventWriter, describe, parse
+from workbench.runs import event_types as ev
+from workbench.runs.events import EventReader, EventWriter, describe, parse
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

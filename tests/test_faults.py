@@ -12,7 +12,8 @@ import pytest
 
 import workbench as wb
 from support import CHEAP_SEARCH
-from workbench import diskspace, store
+from workbench.orchestrate import diskspace
+from workbench.runs import store
 from workbench.procs import group_alive
 
 
@@ -124,7 +125,7 @@ def test_killed_server_fails_over_to_the_remaining_one(tmp_path):
     spec = wb.TuneSpec(model="mlp-small", shards=1, servers=2, trials=16, trials_per_batch=4, **CHEAP_SEARCH)
     run = wb.tune(spec, home=str(tmp_path))
     _wait_for(run, "batch")
-    servers = _pids_of(run, "workbench.rpc_server")
+    servers = _pids_of(run, "workbench.servers.rpc_server")
     assert len(servers) == 2
     os.kill(servers[0], signal.SIGKILL)  # the server process only: its session worker is orphaned
     killed_at = time.time()
@@ -134,7 +135,7 @@ def test_killed_server_fails_over_to_the_remaining_one(tmp_path):
     lost = run.event_list("server_lost")
     assert len(lost) == 1 and lost[0]["server"] == "server-0" and lost[0]["servers_left"] == 1
     assert "server_lost" in run.errors().kind.tolist()  # what the panel lists under errors
-    from workbench.cli import format_event
+    from workbench.cli.main import format_event
     assert "server-0 DIED" in format_event(lost[0]) and "on 1 server(s)" in format_event(lost[0])
     later = [e for e in run.event_list("batch") if e["t"] > killed_at]
     assert later and any(us is not None for e in later for us in e["latest_us"])  # measured on server-1
@@ -146,7 +147,7 @@ def test_all_servers_killed_fails_the_run_with_a_clear_message(tmp_path):
     spec = wb.TuneSpec(model="mlp-small", shards=1, servers=2, trials=40, trials_per_batch=4, **CHEAP_SEARCH)
     run = wb.tune(spec, home=str(tmp_path))
     _wait_for(run, "batch")
-    for pid in _pids_of(run, "workbench.rpc_server"):
+    for pid in _pids_of(run, "workbench.servers.rpc_server"):
         os.killpg(pid, signal.SIGKILL)
     t0 = time.monotonic()
     assert run.wait(timeout=120) == "failed"
@@ -228,11 +229,11 @@ def test_full_disk_stops_the_run_cleanly_and_keeps_its_records(small_disk):
 
 
 def _infer_workers(run) -> list[psutil.Process]:
-    """Live `workbench.infer` processes working for `run` (their job file is in the run folder)."""
+    """Live `workbench.results.infer` processes working for `run` (their job file is in the run folder)."""
     out = []
     for p in psutil.process_iter(["cmdline", "status"]):
         cmd = p.info["cmdline"] or []
-        if "workbench.infer" in cmd and any(run.dir in part for part in cmd) \
+        if "workbench.results.infer" in cmd and any(run.dir in part for part in cmd) \
                 and p.info["status"] != psutil.STATUS_ZOMBIE:
             out.append(p)
     return out
@@ -253,7 +254,7 @@ def _await_infer_worker(run, timeout: float = 120.0) -> psutil.Process:
         for worker in _infer_workers(run):
             job = os.path.basename(worker.info["cmdline"][-1])  # job-<tag>.json; its log is infer-<tag>.log
             log = os.path.join(run.dir, "logs", "infer-" + job[len("job-"):-len(".json")] + ".log")
-            if f"workbench.infer {worker.pid} started" in _text(log):
+            if f"workbench.results.infer {worker.pid} started" in _text(log):
                 return worker
         time.sleep(0.05)
     raise AssertionError(f"no inference worker of {run.id} appeared; status {run.status}: {run.message}")
@@ -271,7 +272,7 @@ def test_repair_drops_a_record_whose_workload_a_full_disk_lost(tmp_path):
     frees); TVM then refuses the whole database. repair_databases drops that record and keeps the others."""
     from tvm.s_tir import meta_schedule as ms
 
-    from workbench.finisher import repair_databases
+    from workbench.results.finish import repair_databases
 
     run = wb.tune(wb.TuneSpec(model="mlp-small", shards=1, servers=1, slices=(100,), trials=4, trials_per_batch=4,
                               **CHEAP_SEARCH), home=str(tmp_path))

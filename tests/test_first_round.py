@@ -17,11 +17,11 @@ from tvm.s_tir.meta_schedule.builder import BuilderResult, PyBuilder
 from tvm.s_tir.meta_schedule.cost_model import PyCostModel
 from tvm.s_tir.meta_schedule.runner import LocalRunnerFuture, PyRunner
 from workbench.hardware import detect, target_spec
-from workbench.intrinsics import load_family
-from workbench.models import load_model
-from workbench.shards import extract_tasks
-from workbench.task_scheduler import StreamingScheduler
-from workbench.tvm_plugins import RandomFirstRound, make_strategy
+from workbench.tuning.intrinsics import load_family
+from workbench.models.load import load_model
+from workbench.plan.tasks import extract_tasks
+from workbench.tuning.task_scheduler import StreamingScheduler
+from workbench.tuning.plugins import RandomFirstRound, make_strategy
 
 load_family("cpu", sys.argv[1])
 target = target_spec("cpu", detect()).build()

@@ -1,7 +1,7 @@
-"""How `workbench.infer` times a compiled model."""
+"""How `workbench.results.infer` times a compiled model."""
 import os
 
-from workbench.infer import repeats_for
+from workbench.results.infer import repeats_for
 
 
 def test_inference_timing_fits_its_budget_but_keeps_a_few_repeats():
@@ -30,7 +30,7 @@ def _compiled(tmp_path, name: str, body) -> str:
 
 
 def _verify(tmp_path, libs: dict[str, str], reference: str) -> dict[str, dict]:
-    from workbench.infer import run
+    from workbench.results.infer import run
 
     job = {"device": "cpu", "libs": libs, "reference": reference, "input_shape": [4, 8], "dtype": "float32",
            "repeat": 5, "min_repeat_ms": 1, "time_budget_s": 1.0}
@@ -52,7 +52,7 @@ def test_outputs_are_compared_on_an_input_that_makes_them_vary(tmp_path):
     by = _verify(tmp_path, {"same": _compiled(tmp_path, "same", tail), "other": _compiled(tmp_path, "other", other),
                             "untuned": ref}, ref)
     assert by["same"]["input"] != "normal" and by["same"]["match"] is True
-    from workbench.infer import NEAR_ZERO
+    from workbench.results.infer import NEAR_ZERO
 
     lo, hi = by["same"]["output_range"]
     assert hi - lo >= NEAR_ZERO  # the outputs the match was called on are not all near zero
@@ -81,10 +81,10 @@ def test_timing_says_when_other_processes_kept_the_machine_busy(tmp_path):
     import psutil
     from tvm import relax
 
-    from workbench.event_types import SweepPoint
-    from workbench.events import describe
-    from workbench.infer import run
-    from workbench.noise import BUSY_CORES, CpuWatch
+    from workbench.runs.event_types import SweepPoint
+    from workbench.runs.events import describe
+    from workbench.results.infer import run
+    from workbench.results.noise import BUSY_CORES, CpuWatch
 
     lib = _compiled(tmp_path, "relu", relax.op.nn.relu)
     # not our child: the watch leaves this process's own tree out, so the spinner is started by a shell that

@@ -7,7 +7,7 @@ FIRST = """
 import json, sys
 import tvm, tvm_ffi
 from tvm.s_tir import TensorIntrin
-from workbench.intrinsics import load_family, _cache_path
+from workbench.tuning.intrinsics import load_family, _cache_path
 import importlib.util
 report = load_family("cuda", sys.argv[1])
 origin = importlib.util.find_spec("tvm.s_tir.tensor_intrin.cuda").origin
@@ -22,7 +22,7 @@ SECOND = """
 import json, sys
 import tvm, tvm_ffi
 from tvm.s_tir import TensorIntrin
-from workbench.intrinsics import load_family
+from workbench.tuning.intrinsics import load_family
 report = load_family("cuda", sys.argv[1])
 import tvm.s_tir.tensor_intrin  # what every TuneContext runs: must now be a no-op
 import tvm_ffi
@@ -32,7 +32,7 @@ print(json.dumps({"report": report, "wmma": TensorIntrin.get("wmma_sync_16x16x16
 
 CPU = """
 import json, sys
-from workbench.intrinsics import load_family
+from workbench.tuning.intrinsics import load_family
 print(json.dumps({"report": load_family("cpu", sys.argv[1])}))
 """
 

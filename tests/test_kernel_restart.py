@@ -10,7 +10,7 @@ import pytest
 from jupyter_client import KernelManager
 
 import workbench as wb
-from workbench import store
+from workbench.runs import store
 from workbench.procs import group_alive
 
 pytestmark = pytest.mark.slow

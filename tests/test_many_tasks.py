@@ -120,7 +120,7 @@ def test_a_budget_below_a_batch_per_shard_measures_smaller_batches_and_says_so(s
     budget = plan["budget"]
     assert budget["batch"] == 2 and budget["batch_asked"] == 4 and budget["tasks_tuned"] == 4
     assert sum(s["trials"] for s in plan["shards"]) == 8
-    from workbench.budget import describe
+    from workbench.plan.budget import describe
 
     assert "in batches of 2 (not 4: the budget is below a batch per shard)" in describe(budget)
 

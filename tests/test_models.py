@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from workbench.models import LoadedModel, check_model, list_models, load_model
+from workbench.models.load import LoadedModel, check_model, list_models, load_model
 from workbench.spec import SpecError
 
 tvm = pytest.importorskip("tvm")
@@ -78,7 +78,7 @@ def test_list_models_names_and_shapes() -> None:
 
 def test_registry_does_not_import_tvm() -> None:
     code = (
-        "import sys, workbench.models as m; m.list_models(); m.check_model('resnet18'); "
+        "import sys, workbench.models.load as m; m.list_models(); m.check_model('resnet18'); "
         "m.check_model('bert-layer-small', (1, 8, 32)); "
         "assert 'tvm' not in sys.modules, 'tvm imported'"
     )
@@ -305,7 +305,7 @@ def test_onnx_needs_exactly_one_input(tmp_path: Path) -> None:
 def test_the_input_shape_hint_is_built_from_the_models_own_dims() -> None:
     """A dynamic-shape image model is told a shape it can run (not 1,3,1,1): fixed sizes kept, batch 1, an
     open height and width 224."""
-    from workbench.onnx_import import example_shape
+    from workbench.models.onnx_file import example_shape
 
     assert example_shape(["N", 3, "H", "W"]) == "1,3,224,224"
     assert example_shape(["N", "H", "W", 3]) == "1,224,224,3"

@@ -10,8 +10,8 @@ import pytest
 
 from fake_engine import make_run
 from widgets import Panel
-from workbench import event_types as ev
-from workbench.events import EventWriter
+from workbench.runs import event_types as ev
+from workbench.runs.events import EventWriter
 
 
 @pytest.fixture

@@ -10,8 +10,8 @@ import pytest
 
 import workbench
 from fake_engine import FINISH_S, hold_back_slice, make_run
-from workbench import event_types as ev
-from workbench.run_progress import FINISH_GUESS_BASE_S, FINISH_GUESS_PER_TASK_S, overall, shard_progress
+from workbench.runs import event_types as ev
+from workbench.runs.progress import FINISH_GUESS_BASE_S, FINISH_GUESS_PER_TASK_S, overall, shard_progress
 from workbench.spec import TuneSpec
 
 SPEC = TuneSpec(model="mlp-small", slices=(50, 100), servers=1, shards=2, trials=16, trials_per_batch=4)
@@ -146,8 +146,8 @@ def test_a_resumed_shard_is_timed_from_its_new_start():
 def test_each_budget_shows_its_model_and_what_the_raise_gained():
     """`Run.budgets()` / `budget_line`: the models of the first budget and of each raise, per tuning slice, and the
     last raise's gain with its noise (the H200's bert-layer:8 at 100 %: 320 -> 640 -> 960 trials, 2026-12-02)."""
-    from workbench.events import as_dict
-    from workbench.tables import budget_history, budget_line
+    from workbench.runs.events import as_dict
+    from workbench.runs.tables import budget_history, budget_line
 
     def timed(t, at, ms, iqr):
         return ev.Timed(t=t, tuned_at=at, tuned_ms=ms, tuned_iqr_ms=iqr, untuned_ms=0.919, speedup=0.919 / ms)

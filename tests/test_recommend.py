@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from fake_engine import SWEEP
-from workbench.recommend import NOT_TIMED, recommend_tuning_slice, stands_for, tuned_vs_untuned
+from workbench.results.recommend import NOT_TIMED, recommend_tuning_slice, stands_for, tuned_vs_untuned
 
 
 def _sweep(lat: list[float], iqr: list[float], busy: list[float] | None = None) -> pd.DataFrame:

@@ -2,7 +2,7 @@
 import os
 
 import workbench as wb
-from workbench.results import load_database
+from workbench.results.compile import load_database
 
 
 def _records(db_dir):

@@ -34,7 +34,7 @@ def ds():
 
 @pytest.fixture(scope="module")
 def gradient():
-    from workbench.task_scheduler import gradient as g
+    from workbench.tuning.task_scheduler import gradient as g
 
     return g
 

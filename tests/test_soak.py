@@ -18,7 +18,7 @@ import psutil
 import pytest
 
 import workbench as wb
-from workbench import store
+from workbench.runs import store
 from workbench.procs import group_alive
 
 pytestmark = pytest.mark.slow

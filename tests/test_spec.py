@@ -5,8 +5,8 @@ import sys
 
 import pytest
 
-from workbench.budget import plan_budget
-from workbench.shards import TaskInfo, plan_shards, split_budget
+from workbench.plan.budget import plan_budget
+from workbench.plan.tasks import TaskInfo, plan_shards, split_budget
 from workbench.spec import Slice, SpecError, TuneSpec, parse_cluster, parse_slices, parse_tracker
 
 BAD_SPECS = [
@@ -109,7 +109,7 @@ def test_sharding_balances_cost_and_splits_budget():
 def test_on_cuda_a_costly_tasks_later_batch_goes_before_a_cheap_tasks_first():
     """The measured worth of a task's k-th batch (bench/results/2026-12-02-h200-batch-yields): 1, 0.55, 0.4, 0.25,
     then 1 / k. A second batch of a 100-cost task (55) outbids a 45-cost task's first; a third (40) does not."""
-    from workbench.budget import batch_worth, describe, tasks_worth_a_batch
+    from workbench.plan.budget import batch_worth, describe, tasks_worth_a_batch
 
     assert [batch_worth(k) for k in (1, 2, 3, 4, 5, 8)] == [1.0, 0.55, 0.4, 0.25, 0.2, 0.125]
     ranked = [TaskInfo("a", 1, 100.0, 0), TaskInfo("b", 1, 100.0, 0), TaskInfo("c", 1, 45.0, 0),
@@ -144,7 +144,7 @@ def test_on_cuda_a_costly_tasks_later_batch_goes_before_a_cheap_tasks_first():
 
 def test_the_plan_says_when_shards_measure_too_few_trials_for_their_cost_model():
     """TVM's XGBoost model scores at random until its client has measured 100 trials; each shard is a client."""
-    from workbench.budget import cost_model_note
+    from workbench.plan.budget import cost_model_note
 
     note = cost_model_note(TuneSpec(), [48, 48, 32, 32])
     assert note.startswith("4 of 4 shards measure fewer than 100 trials (32-48 each): TVM's XGBoost cost model "
@@ -157,8 +157,8 @@ def test_the_plan_says_when_shards_measure_too_few_trials_for_their_cost_model()
     assert cost_model_note(TuneSpec(cost_model="random"), [16]) is None  # no model to guide
     assert cost_model_note(TuneSpec(strategy="replay-trace"), [16]) is None  # a search that asks no model
     # a raise says it again for its own shards, or no longer
-    from workbench.launch import more_trials
-    from workbench.shards import plan_shards
+    from workbench.orchestrate.launch import more_trials
+    from workbench.plan.tasks import plan_shards
 
     tasks = [TaskInfo(f"t{i}", 1, float(100 - i), 0) for i in range(10)]
     spec = TuneSpec(model="mlp-small", trials=160, trials_per_batch=16, shards=4)
@@ -187,7 +187,7 @@ def test_more_shards_than_tasks_make_seeded_search_replicas():
 
 
 def test_unknown_model_and_k_above_task_count_refused_before_launch(tmp_path):
-    from workbench import launch
+    from workbench.orchestrate import launch
 
     with pytest.raises(SpecError) as err:
         launch.plan_run(TuneSpec(model="no-such-model"))
@@ -270,8 +270,8 @@ def test_the_cli_ends_quietly_when_its_reader_closes_the_pipe():
 def test_cpu_slices_of_one_core_count_are_swept_once():
     """On 2 cores 10, 20, 30, 50 and 70 % are all 1 core: one timing stands for them all (the one nearest the
     share it gets, 50 %), where before each was swept as a slice of its own. A GPU's MPS slices stay apart."""
-    from workbench.slices import SliceHost
-    from workbench.sweep import sweep_points
+    from workbench.servers.slices import SliceHost
+    from workbench.results.sweep import sweep_points
 
     two = SliceHost("cpu", (0, 1))
     assert sweep_points([10, 20, 30, 50, 70, 100], two) == [(50, (10, 20, 30, 50, 70)), (100, (100,))]
@@ -282,7 +282,7 @@ def test_cpu_slices_of_one_core_count_are_swept_once():
 
 
 def test_the_plan_says_before_the_run_when_slices_share_their_cores():
-    from workbench import launch
+    from workbench.orchestrate import launch
     from workbench.hardware import Hardware
 
     spec = TuneSpec(model="mlp-small", target="cpu", slices=(25, 50, 100), sweep_slices=(10, 30, 100))
@@ -299,8 +299,8 @@ def test_a_later_sweep_point_replaces_those_it_stands_for(tmp_path):
     """A sweep of 10 % (before merging) then one of 10-70 % timed once as 50 %: the table keeps the later point."""
     import workbench as wb
     from fake_engine import make_run
-    from workbench import event_types as ev
-    from workbench.events import EventWriter
+    from workbench.runs import event_types as ev
+    from workbench.runs.events import EventWriter
 
     run_id = make_run(str(tmp_path))
     writer = EventWriter(str(tmp_path / "runs" / run_id / "events.jsonl"), "sweep")
@@ -315,7 +315,7 @@ def test_a_raise_gives_every_shard_new_trials_by_cost_on_top_of_what_it_had():
     """resnet18:16's 100 % run at 320 trials (2026-12-02): the shard holding the six smallest tasks beside a costly
     convolution had 144 trials for their first batches. Split anew, 640 trials gave it 160: one new batch. A raise
     keeps each shard's budget and splits the new trials by cost."""
-    from workbench.launch import more_trials
+    from workbench.orchestrate.launch import more_trials
 
     tasks = ([TaskInfo(f"big{i}", 2, 100.0, 0) for i in range(5)]
              + [TaskInfo(f"half{i}", 1, 100.0, 0) for i in range(4)]

@@ -25,23 +25,23 @@ from widgets.analysis import downsample, fmt_us, phase_spans, time_unit
 from widgets.engine import in_unit
 from widgets.figures import (CURVE_TITLE, make_live_figure, make_sweep_figure, persist, reset_live_figure,
                              update_live_figure, update_sweep_figure)
-from workbench.run_progress import Overall
-from workbench.tables import results_table
+from workbench.runs.progress import Overall
+from workbench.runs.tables import results_table
 from widgets.progress import ShardBars
 from widgets.form import ONNX
 from widgets.tasks import plan_line, short_task, sort_tasks, top_tasks
 
 ROOT = Path(__file__).resolve().parents[1]
 ENGINE_API = {  # what widgets/engine.py may take from the engine
-    "workbench": {"cli"}, "workbench.budget": {"describe"}, "workbench.cluster_view": {"ClusterView"}, "workbench.hardware": {"Hardware", "detect"},
-    "workbench.event_types": {"FAILURES"}, "workbench.events": {"describe"},
-    "workbench.launch": {"resume", "tune"}, "workbench.models": {"ModelInfo", "list_models"},
-    "workbench.noise": {"busy_warning"},
-    "workbench.recommend": {"Recommendation", "recommend_tuning_slice", "slowdown_matrix", "stands_for"},
-    "workbench.run": {"Run", "list_runs", "open_run"}, "workbench.run_progress": {"Overall"},
+    "workbench": {"cli"}, "workbench.plan.budget": {"describe"}, "workbench.runs.cluster_view": {"ClusterView"}, "workbench.hardware": {"Hardware", "detect"},
+    "workbench.runs.event_types": {"FAILURES"}, "workbench.runs.events": {"describe"},
+    "workbench.orchestrate.launch": {"resume", "tune"}, "workbench.models.load": {"ModelInfo", "list_models"},
+    "workbench.results.noise": {"busy_warning"},
+    "workbench.results.recommend": {"Recommendation", "recommend_tuning_slice", "slowdown_matrix", "stands_for"},
+    "workbench.runs.run": {"Run", "list_runs", "open_run"}, "workbench.runs.progress": {"Overall"},
     "workbench.spec": {"COST_MODELS", "DEFAULT_SWEEP", "STRATEGIES", "TARGETS", "Slice", "SpecError", "TuneSpec",
                        "parse_slices"},
-    "workbench.tables": {"budget_line", "time_line"},
+    "workbench.runs.tables": {"budget_line", "time_line"},
     "workbench.units": {"fmt_seconds", "fmt_us", "in_unit", "time_unit"},
 }
 
@@ -381,8 +381,8 @@ def test_slices_are_text_parsed_in_the_kernel_and_every_error_names_its_field(ho
 
 def _end_run(home: str, run_id: str, status: str, message: str) -> None:
     """Append the engine's run_finished event to a fake run's events (as its supervisor would)."""
-    from workbench.event_types import RunFinished
-    from workbench.events import as_dict
+    from workbench.runs.event_types import RunFinished
+    from workbench.runs.events import as_dict
 
     with open(os.path.join(home, "runs", run_id, "events.jsonl"), "a") as f:
         f.write(json.dumps(as_dict(RunFinished(t=time.time(), source="supervisor", status=status,

@@ -1,5 +1,5 @@
 """Pure pandas helpers behind the panel: bounded series, phase spans, text formats; the tuning-slice
-recommendation is the engine's (`workbench.recommend`, shared with the CLI), named here for the panel.
+recommendation is the engine's (`workbench.results.recommend`, shared with the CLI), named here for the panel.
 
 Nothing here touches widgets, files or processes, so everything is easy to test on hand-made frames.
 """

@@ -5,21 +5,21 @@ through `workbench.load_ipython_extension`, so no import runs in a circle. No su
 """
 from __future__ import annotations
 
-from workbench import cli
-from workbench.budget import describe as describe_budget
-from workbench.cluster_view import ClusterView
-from workbench.event_types import FAILURES
-from workbench.events import describe
+from workbench.cli import main as cli
+from workbench.plan.budget import describe as describe_budget
+from workbench.runs.cluster_view import ClusterView
+from workbench.runs.event_types import FAILURES
+from workbench.runs.events import describe
 from workbench.hardware import Hardware, detect as detect_hardware
-from workbench.launch import resume, tune
-from workbench.models import ModelInfo, list_models
-from workbench.noise import busy_warning
-from workbench.recommend import Recommendation, recommend_tuning_slice, slowdown_matrix, stands_for
-from workbench.run import Run, list_runs, open_run
-from workbench.run_progress import Overall
+from workbench.orchestrate.launch import resume, tune
+from workbench.models.load import ModelInfo, list_models
+from workbench.results.noise import busy_warning
+from workbench.results.recommend import Recommendation, recommend_tuning_slice, slowdown_matrix, stands_for
+from workbench.runs.run import Run, list_runs, open_run
+from workbench.runs.progress import Overall
 from workbench.spec import (COST_MODELS, DEFAULT_SWEEP, STRATEGIES, TARGETS, Slice, SpecError, TuneSpec,
                             parse_slices)
-from workbench.tables import budget_line, time_line
+from workbench.runs.tables import budget_line, time_line
 from workbench.units import fmt_seconds, fmt_us, in_unit, time_unit
 
 __all__ = ["busy_warning", "ClusterView", "cli", "describe_budget", "FAILURES", "describe", "Hardware", "detect_hardware", "resume", "tune", "ModelInfo",

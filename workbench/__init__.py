@@ -5,9 +5,9 @@ through `load_ipython_extension` alone.
 """
 from __future__ import annotations
 
-from .hardware import Hardware, detect as detect_hardware
-from .models import ModelInfo, list_models
-from .spec import Slice, SpecError, TuneSpec, workbench_home
+from workbench.hardware import Hardware, detect as detect_hardware
+from workbench.models.load import ModelInfo, list_models
+from workbench.spec import Slice, SpecError, TuneSpec, workbench_home
 
 __version__ = "0.1.0"
 
@@ -19,15 +19,15 @@ __all__ = ["TuneSpec", "Slice", "SpecError", "Run", "tune", "resume", "open_run"
 def __getattr__(name: str):
     # Run, tune and friends pull in pandas; keep `import workbench` light for the CLI and magics.
     if name in ("tune", "resume", "plan_run"):
-        from . import launch
+        from workbench.orchestrate import launch
 
         return getattr(launch, name)
     if name in ("Run", "open_run", "list_runs"):
-        from . import run
+        from workbench.runs import run
 
         return getattr(run, name)
     if name == "sweep":
-        from .sweep import sweep_run
+        from workbench.results.sweep import sweep_run
 
         return sweep_run
     raise AttributeError(f"module 'workbench' has no attribute {name!r}")

@@ -8,7 +8,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from .spec import SpecError
+from workbench.spec import SpecError
 
 
 @dataclass(frozen=True)

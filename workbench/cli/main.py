@@ -1,0 +1,353 @@
+"""`workbench` / `python -m workbench`: the same engine as the notebook, with progress lines and tables."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from typing import TYPE_CHECKING, Any
+
+from workbench.plan import budget
+from workbench.runs.event_types import (FAILURES, Event, IntrinsicsLoaded, Launched, ShardPlanned, SweepFinished, SweepStarted,
+                          Telemetry, Unknown)
+from workbench.runs.events import describe, parse
+from workbench.results.noise import busy_warning, fmt_timing, is_busy
+from workbench.procs import ProcessError
+from workbench.spec import LOOPBACK, SpecError, TuneSpec, cli_options, exposure_warning
+from workbench.runs.task_table import SORTS
+from workbench.units import fmt_us
+
+TOP_TASKS = 15  # tasks listed by `show` and after a run, unless --all-tasks
+
+if TYPE_CHECKING:
+    from workbench.runs.run import Run
+
+
+# The CLI's default model: big enough that tuning pays off visibly (BERT-base FFN sizes, 2 tasks,
+# about 2 minutes on 2 cores); mlp-small is for tests, where its kernels are too small to gain.
+CLI_MODEL = "mlp"
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, status 2, no usage dump
+        self.exit(2, f"workbench: error: {message}\n")
+
+
+def add_tune_args(p: argparse.ArgumentParser) -> None:
+    """Add the options of `workbench tune` (shared with `%tune`) to `p`: one per TuneSpec field that declares
+    a help text (`spec.cli_options`), each dest its field; unset, a field keeps TuneSpec's default."""
+    for name, flag, text, is_int, default in cli_options():
+        shown = default if name != "model" else CLI_MODEL
+        if isinstance(shown, tuple):
+            shown = ",".join(map(str, shown))
+        text += f" (default: {shown})" if shown not in (None, "", ()) and "default" not in text else ""
+        p.add_argument(flag, dest=name, type=_int if is_int else None, default=None, help=text)
+    p.set_defaults(model=CLI_MODEL)
+    p.add_argument("--first-round", default=None,
+                   help="how a task's first batch is drawn: auto (evolutionary on CUDA, random on CPUs), random "
+                        "or evolutionary (stock MetaSchedule)")
+    for option in ("runner", "builder", "sessions"):  # EngineOptions for the bench and tests; not for users
+        p.add_argument(f"--{option}", default=None, help=argparse.SUPPRESS)
+
+
+def _int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
+
+
+def start_tune(args: argparse.Namespace, home: str | None) -> Run:
+    """Start the run of options parsed by `add_tune_args` in the background; SpecError on bad values."""
+    from workbench.orchestrate.launch import tune
+
+    spec = TuneSpec(**{name: getattr(args, name) for name, *_ in cli_options() if getattr(args, name) is not None})
+    if spec.exposed:
+        print(exposure_warning(spec.host), file=sys.stderr)
+    said = _slice_notes(spec)
+    for note in said:  # said before anything starts
+        print(f"note: {note}", flush=True)
+    run = tune(spec, home=home, runner=args.runner, builder=args.builder, sessions=args.sessions,
+               first_round=args.first_round)
+    for note in run.plan["notes"]:  # the plan's own: what the tracker's servers said of their slice, the cost model
+        if note not in said:
+            print(f"note: {note}", flush=True)
+    return run
+
+
+def _slice_notes(spec: TuneSpec) -> list[str]:
+    """What the plan will note about CPU slices that share a core count (`slices.slice_notes`)."""
+    from workbench.hardware import detect, resolve_target
+    from workbench.servers.slices import slice_notes
+
+    if spec.tracker:
+        return []
+    hw = detect()
+    try:
+        kind = resolve_target(spec.target, hw)
+    except SpecError:  # the plan says why, with the field
+        return []
+    return slice_notes(spec.slices, spec.sweep_slices, kind, hw.ncores)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="workbench", description="Sliced, sharded TVM MetaSchedule tuning.")
+    parser.add_argument("--home", help="workbench home (default $WORKBENCH_HOME or ~/.workbench)")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    sub.add_parser("models", help="list the sample models")
+    p = sub.add_parser("tune", help="tune a model")
+    add_tune_args(p)
+    p.add_argument("--detach", action="store_true", help="start the run and return at once")
+    p = sub.add_parser("sweep", help="time a run's tuned models at several slices")
+    p.add_argument("run")
+    p.add_argument("--slices", default="10,20,30,50,70,100")
+    sub.add_parser("runs", help="list runs")
+    p = sub.add_parser("show", help="show a run")
+    p.add_argument("run")
+    p.add_argument("--sort", default="share", choices=sorted(SORTS), help="order of the per-task table")
+    p.add_argument("--all-tasks", action="store_true", help="list every task (default: the top 15)")
+    p.add_argument("--follow", action="store_true", help="print the run's progress from its start, live until it "
+                                                         "ends (bars on a terminal), then its results")
+    p = sub.add_parser("resume", help="continue a stopped or partial run, or tune a run on to a larger budget")
+    p.add_argument("run")
+    p.add_argument("--trials", type=_int, default=None,
+                   help="raise the budget per tuning slice to this many trials (done runs too): each stage tunes on "
+                        "from its records, then is compiled, verified, timed and swept again")
+    p = sub.add_parser("stop", help="stop a running run now (resumable)")
+    p.add_argument("run")
+    p = sub.add_parser("finish", help="end tuning now and compile, verify and time the best model so far")
+    p.add_argument("run")
+    sub.add_parser("hardware", help="what this host offers")
+    add_serve_parser(sub)
+    return parser
+
+
+def add_serve_parser(sub) -> None:
+    p = sub.add_parser("serve", help="serve this host's slices as RPC servers for a tracker (Ctrl-C stops them)",
+                       description="One RPC server per slice, registered with the tracker under the key, in the "
+                                   "foreground until Ctrl-C or SIGTERM; a run elsewhere uses them with "
+                                   "`workbench tune --tracker HOST:PORT:KEY`.")
+    p.add_argument("--tracker", required=True, help="the RPC tracker to register with, HOST:PORT (required)")
+    p.add_argument("--slices", required=True, help="one server per percentage, e.g. 25,25,50: of the GPU's SMs "
+                                                   "(MPS), on a host without GPU of its cores (required)")
+    p.add_argument("--key", default=None, help="key the servers register under (default: one naming this host's "
+                                               "device, e.g. nvidia-h200; printed)")
+    p.add_argument("--host", default=LOOPBACK, help="address the servers listen on; another only on a network you "
+                                                    f"trust: anyone who reaches a server can run code on it "
+                                                    f"(default: {LOOPBACK})")
+    p.add_argument("--gpu", type=_int, default=None, help="GPU index, as CUDA_VISIBLE_DEVICES shows them "
+                                                          "(default: 0 on a host with a GPU)")
+
+
+QUIET = (Launched, ShardPlanned, Telemetry, SweepStarted, SweepFinished, Unknown)  # events the CLI does not print
+
+
+def format_event(e: dict[str, Any] | Event) -> str | None:
+    """The progress line of an event (a log line's object or a typed event); None for those not printed."""
+    event = e if isinstance(e, Event) else parse(e)
+    if isinstance(event, QUIET) or (isinstance(event, IntrinsicsLoaded) and not event.count):
+        return None
+    return describe(event)
+
+
+def _follow(run, replay: bool = True) -> int:
+    """Print the run's events as they come (from the start, or only new ones), then its results: on a terminal
+    with a progress bar per shard and a total (`cli_progress`), elsewhere as plain lines."""
+    from workbench.cli.progress import printer
+
+    skip = 0 if replay else run.event_count
+    out = printer()
+    try:
+        for i, event in enumerate(run.follow()):
+            if i >= skip:
+                out.event(event, format_event(event), run.progress)
+    except KeyboardInterrupt:
+        out.close()
+        print("stopping ...", flush=True)
+        run.stop()
+        print(f"run {run.id}: {run.status}")
+        return 130
+    out.close(run.progress())
+    _print_results(run)
+    return 0 if run.status in ("done", "partial") else 1
+
+
+def task_lines(tasks, sort: str = "share", every: bool = False) -> str:
+    """The per-task table: the top TOP_TASKS by `sort` (all with `every`), and what the rest amount to."""
+    if not len(tasks):
+        return ""
+    df = tasks.sort_values(sort, ascending=SORTS[sort], na_position="last", kind="stable")
+    shown = df if every else df.head(TOP_TASKS)
+    table = shown.assign(
+        task=[t if len(t) <= 44 else t[:41] + "..." for t in shown.task],
+        share=[f"{100 * v:.1f}%" if v == v else "-" for v in shown.share],
+        default=[fmt_us(v) if v == v else "-" for v in shown.default_us],
+        best=[fmt_us(v) if v == v else "-" for v in shown.best_us],
+        gain=[f"{d / b:.2f}x" if d == d and b == b and b > 0 else "-" for d, b in zip(shown.default_us, shown.best_us)],
+        kept=[k or "-" for k in shown.kept])
+    out = table[["task", "state", "share", "default", "best", "gain", "trials", "kept"]].to_string(index=False)
+    rest = df.iloc[len(shown):]
+    if len(rest):
+        share = rest.share.sum(skipna=True)
+        out += f"\n... and {len(rest)} more tasks ({100 * share:.1f}% of the default time; --all-tasks lists them)"
+    return out
+
+
+def _print_results(run, sort: str = "share", every: bool = False) -> None:
+    import pandas as pd
+
+    from workbench.runs.tables import budget_line
+
+    with pd.option_context("display.width", 160, "display.max_columns", 20):
+        for stage, part in run.tasks().groupby("tuned_at"):
+            print(f"\ntasks tuned at {stage}% (share: of the model's time on default schedules):\n"
+                  + task_lines(part, sort, every))
+        res = run.results_table()
+        if len(res):
+            print("\nresults:\n" + res.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+            for line in busy_lines(run.results, "tuned_at", "slice {} %"):
+                print(line)
+            if raised := budget_line(run.budgets()):
+                print(raised)
+        sweep = run.sweep
+        if len(sweep):
+            print("\n" + sweep_lines(sweep, run.plan, run.sweep_untuned()))
+    print(f"\nrun {run.id}: {run.status} - folder {run.dir}")
+
+
+def _spread(ms: Any, iqr: Any, short: bool = False) -> str:
+    return fmt_timing(ms, iqr if iqr == iqr else None, short) if ms is not None and ms == ms else "-"
+
+
+def busy_lines(df, key: str, label: str) -> list[str]:
+    """A warning per row timed while the machine was busy (its `busy_cores` above noise.BUSY_CORES)."""
+    if "busy_cores" not in df:
+        return []
+    return [f"WARNING: {label.format(int(row[key]))}: {busy_warning(row['busy_cores'])}"
+            for row in df.to_dict("records") if is_busy(row.get("busy_cores"))]
+
+
+def sweep_lines(sweep, plan: dict, untuned=None) -> str:
+    """The sweep as a tuned-at x inferred-at table of median ± IQR, what merged slices stand for, busy
+    warnings and the recommendation (against `untuned`, the untuned build's sweep, where given)."""
+    from workbench.results.recommend import recommend_tuning_slice, stands_for
+
+    cells = sweep.assign(cell=[_spread(m, i, short=True) for m, i in zip(
+        sweep.latency_ms_median, sweep.get("latency_ms_iqr", [None] * len(sweep)))])
+    table = cells.pivot_table(index="tuned_at", columns="inferred_at", values="cell", aggfunc="last")
+    lines = ["latency (ms, median ± IQR), tuned at (rows) x inferred at (columns):", table.to_string()]
+    target = plan.get("target") or {}
+    lines += [f"on this CPU {s}" for s in stands_for(sweep, target.get("num_cores") if target.get("kind") != "cuda"
+                                                      else None)]
+    busy = sweep.assign(label=[f"sweep tuned at {t} %, inferred at {i} %" for t, i in zip(sweep.tuned_at,
+                                                                                          sweep.inferred_at)])
+    lines += [f"WARNING: {row['label']}: {busy_warning(row['busy_cores'])}" for row in busy.to_dict("records")
+              if "busy_cores" in busy and is_busy(row.get("busy_cores"))]
+    rec = recommend_tuning_slice(sweep, untuned)
+    if rec is not None:
+        lines.append(f"recommendation: {rec.sentence}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    try:
+        code = dispatch(args)
+    except BrokenPipeError:  # `workbench show last | head -2`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error as Python exits
+        code = 0
+    except SpecError as err:
+        print(f"workbench: error: {err}", file=sys.stderr)
+        code = 2
+    except ProcessError as err:
+        print(f"workbench: failed: {err}", file=sys.stderr)
+        code = 1
+    sys.exit(code)
+
+
+def dispatch(args: argparse.Namespace) -> int:
+    home = args.home
+    if args.command == "models":
+        from workbench.models.load import list_models
+
+        for m in list_models():
+            print(f"{m.name:<20} {'x'.join(map(str, m.input_shape)):<14} {m.description}")
+        return 0
+    if args.command == "hardware":
+        from workbench.hardware import detect
+
+        hw = detect()
+        print(hw.describe(hw.default_target))
+        return 0
+    if args.command == "serve":
+        from workbench.servers.serve import serve
+        from workbench.spec import ServeSpec
+
+        return serve(ServeSpec(tracker=args.tracker, slices=args.slices, key=args.key, host=args.host, gpu=args.gpu),
+                     home)
+    from workbench.runs.run import list_runs, open_run  # pandas: only for the commands that read runs
+
+    if args.command == "runs":
+        df = list_runs(home)
+        print(df.to_string(index=False) if len(df) else "no runs yet")
+        return 0
+    if args.command == "tune":
+        t0 = time.time()
+        run = start_tune(args, home)
+        print(f"planned in {time.time() - t0:.1f} s; run {run.id} in {run.dir}", flush=True)
+        print(f"plan: {budget.describe(run.plan['budget'])}", flush=True)
+        return 0 if args.detach else _follow(run)
+    run = open_run(args.run, home)
+    if args.command == "show" and args.follow:
+        return _follow(run)
+    if args.command == "show":
+        import pandas as pd
+
+        from workbench.runs.tables import time_line
+
+        with pd.option_context("display.width", 160, "display.max_columns", 20):
+            for k, v in run.summary().items():
+                print(f"{k:>8}: {v}")
+            prog = run.progress()
+            if len(prog):
+                print("\nshards:\n" + prog[["tuned_at", "shard", "state", "tasks", "trials_done", "trials_budget",
+                                            "elapsed_s", "build_errors", "run_errors"]].to_string(index=False))
+            spent = time_line(run.time_spent())
+            if spent:
+                print(f"\ntime spent tuning, {spent}")
+            errs = run.typed_events(*FAILURES)
+            if errs:
+                print(f"\n{len(errs)} errors/skips; first: {describe(errs[0])}")
+        _print_results(run, sort=args.sort, every=args.all_tasks)
+        return 0
+    if args.command == "stop":
+        print(f"run {run.id}: {run.stop()}")
+        return 0
+    if args.command == "resume":
+        if run.status == "done" and args.trials is None:
+            print(f"run {run.id} is already done{f' ({run.message})' if run.message else ''}: nothing to resume")
+            _print_results(run)
+            return 0
+        from workbench.orchestrate.launch import resume
+
+        return _follow(resume(run, home, trials=args.trials))
+    if args.command == "finish":
+        run.finish()
+        print(f"run {run.id}: finishing (tuning ends now)", flush=True)
+        return _follow(run, replay=False)
+    if args.command == "sweep":
+        from workbench.servers.slices import slice_notes
+        from workbench.spec import parse_slices
+        from workbench.results.sweep import sweep_run
+
+        slices = parse_slices(args.slices, "slices")
+        if run.status == "running":
+            raise SpecError("run", f"run {run.id} is still running; sweep it when it has finished")
+        note = slice_notes((), slices, run.plan["target"]["kind"], len(os.sched_getaffinity(0)))
+        for line in note:
+            print(f"note: {line}", flush=True)
+        df = sweep_run(run.dir, list(slices))
+        print(df.to_string(index=False))
+        _print_results(run)
+        return 0
+    return 2

@@ -1,0 +1,1 @@
+"""Model in: a sample name or an ONNX file turned into a tunable Relax module and its shapes."""

@@ -1,0 +1,99 @@
+"""Acting on a run's background processes: starting its supervisor and sweeps detached from the caller,
+asking it to finish, stopping everything it registered.
+
+The read model (`Run`) calls in here; nothing here imports it, so the two stay apart.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from workbench.orchestrate import diskspace
+from workbench.runs import store
+from workbench.runs.event_types import FinishRequested, Launched, RunFinished
+from workbench.runs.events import EventWriter
+from workbench.hardware import check_sweep_here, detect
+from workbench.servers.mps import MpsDaemon
+from workbench.procs import group_alive, stop_group
+from workbench.spec import SpecError, parse_slices
+
+
+def spawn_detached(argv: list[str], log_path: str, env: dict[str, str] | None = None) -> int:
+    """Start `argv` in its own session, re-parented away from us (no zombie in the caller); its pid."""
+    helper = ("import subprocess, sys\n"
+              "log = open(sys.argv[1], 'ab')\n"
+              "p = subprocess.Popen(sys.argv[2:], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,"
+              " start_new_session=True)\n"
+              "print(p.pid)\n")
+    out = subprocess.run([sys.executable, "-c", helper, log_path, *argv], capture_output=True, text=True,
+                         env=env, timeout=30, check=True)
+    return int(out.stdout.strip())
+
+
+def _record_pid(run_dir: str, role: str, pid: int) -> int:
+    store.RunDir(run_dir).record_procs(**{role: pid})
+    return pid
+
+
+def start_supervisor(run_dir: str, resume: bool = False, trials: int | None = None) -> int:
+    """Start `python -m workbench.orchestrate.supervisor RUN_DIR` detached; its pid is kept in procs.json. `trials`: the budget
+    per tuning slice a resume raised the run to (the plan already says it; the event tells the log)."""
+    # Marks the (re)start at once, so that a Run opened now does not read an older run_finished as its end.
+    EventWriter(store.RunDir(run_dir).events_file, "launcher").emit(Launched(resume=resume, trials=trials))
+    diskspace.reserve_space(run_dir)  # the supervisor frees it at the end: room for its last events on a full disk
+    env = dict(os.environ)
+    env["PYTHONUNBUFFERED"] = "1"
+    argv = [sys.executable, "-m", "workbench.orchestrate.supervisor", run_dir] + (["--resume"] if resume else [])
+    return _record_pid(run_dir, "supervisor", spawn_detached(argv, store.RunDir(run_dir).log("supervisor"), env))
+
+
+def start_sweep(run, slices: list[int]) -> int:
+    """Start `python -m workbench.results.sweep RUN_DIR SLICES` for `run` (a Run) detached; its pid is kept in procs.json."""
+    slices = list(parse_slices(slices, "sweep_slices"))
+    if run.status in ("running", "starting"):
+        raise SpecError("sweep_slices", f"run {run.id} is still tuning; sweep it when it has finished")
+    if run.sweeping:
+        raise SpecError("sweep_slices", f"a sweep of run {run.id} is already running")
+    if not len(run.results):
+        raise SpecError("run", f"run {run.id} has no tuned model to sweep")
+    if run.spec.tracker:
+        check_sweep_here(run.plan["target"]["kind"], detect(), run.spec.tracker)
+    argv = [sys.executable, "-m", "workbench.results.sweep", run.dir, ",".join(map(str, slices))]
+    return _record_pid(run.dir, "sweeper", spawn_detached(argv, store.RunDir(run.dir).log("sweep"), dict(os.environ)))
+
+
+def stop_run(run_dir: str, timeout: float = 5.0) -> None:
+    """Ask the supervisor to stop everything (SIGTERM); after `timeout`, stop by force every process group and
+    MPS daemon the run's registry names."""
+    folder = store.RunDir(run_dir)
+    pid = folder.procs().get("supervisor")
+    if pid and group_alive(pid):
+        # The supervisor alone: it stops its children in order (a LocalCluster's workers share its group).
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and group_alive(pid):
+            time.sleep(0.1)
+    procs = folder.procs()
+    for pgid in [pid, procs.get("sweeper"), *procs.get("groups", [])]:
+        if pgid and group_alive(pgid):
+            stop_group(pgid, term_timeout=0.5, kill_timeout=1.0)
+    for d in procs.get("mps_daemons") or []:
+        MpsDaemon.from_dict(d).stop()
+
+
+def record_stopped(run_dir: str) -> None:
+    """The end event of a run whose supervisor was stopped by force before it could write its own."""
+    diskspace.release_space(run_dir)  # room for the last event on a full disk
+    EventWriter(store.RunDir(run_dir).events_file, "run").emit(
+        RunFinished(status="stopped", message="stopped (supervisor did not finish on its own)"))
+
+
+def request_finish(run_dir: str, pid: int) -> None:
+    """Ask supervisor `pid` to end tuning now and finish the stage with the best records so far."""
+    EventWriter(store.RunDir(run_dir).events_file, "run").emit(FinishRequested())
+    os.kill(pid, signal.SIGUSR1)  # the supervisor alone: it stops its clients and finishes the stage

@@ -1,0 +1,191 @@
+"""The friendly front: check a spec, plan its shards, start a detached supervisor, return a Run.
+
+Everything that can be wrong with the input is found here, before any process starts.
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+
+from workbench.orchestrate import diskspace
+from workbench.runs import store
+from workbench.hardware import Hardware, check_sweep_here, detect, resolve_target, target_spec
+from workbench.models.load import check_model, load_model
+from workbench.servers.placement import choose_gpus
+from workbench.runs.run import Run
+from workbench.plan.budget import cost_model_note, plan_budget
+from workbench.orchestrate.control import start_supervisor
+from workbench.results.finish import repair_databases
+from workbench.tuning.options import EngineOptions
+from workbench.servers.pool import answering_tracker, tracker_cuda_arch, tracker_servers
+from workbench.plan.tasks import Shard, TaskInfo, extract_tasks, plan_shards, raised_shards, task_info
+from workbench.servers.slices import slice_notes
+from workbench.spec import SpecError, TuneSpec, parse_tracker
+
+def ask_tracker(spec: TuneSpec, hw: Hardware) -> dict | None:
+    """What a `--tracker` run's servers have (`tracker_servers`; None for other runs). Only a run that must compile
+    for their GPU fails when they cannot be asked; any other gets {} (its stage then keeps the slice as given)."""
+    if not spec.tracker:
+        return None
+    needs_arch = spec.target == "cuda" and not hw.gpus
+    try:
+        return tracker_servers(spec.tracker, timeout=60.0 if needs_arch else 20.0)
+    except SpecError:
+        if needs_arch:
+            raise
+        answering_tracker(*parse_tracker(spec.tracker)[:2])  # no tracker there: refused, whatever the run
+        return {}
+
+
+def tracker_slices(spec: TuneSpec, servers: dict | None) -> tuple[TuneSpec, list[str]]:
+    """A `--tracker` run is tuned at the slice its servers serve (they say it over RPC): the spec with that slice,
+    and the notes to show; refused, naming `slices`, when the user gave another (the default 100 % is relabelled,
+    with a note: a given 100 cannot be told from it)."""
+    if servers is None:
+        return spec, []
+    given = ", ".join(f"{p}" for p in spec.slices) + " %"
+    served = servers.get("slice_percent")
+    if served is None:
+        return spec, [f"the tracker's servers do not say which slice they serve (not `workbench serve`'s, or none "
+                      f"was free within 20 s): the run is labelled tuned at {given}, as given"]
+    if tuple(spec.slices) == (served,):
+        return spec, []
+    host, port, key = parse_tracker(spec.tracker)
+    if tuple(spec.slices) != DEFAULT_SLICES:
+        raise SpecError("slices", f"the servers under key {key!r} at {host}:{port} serve a {served} % slice (set by "
+                                  f"`workbench serve --slices`), so a run on them is tuned at {served} %: give "
+                                  f"{served} or leave slices out; got {given}")
+    return spec.replace(slices=(served,)), [f"tuned at {served} %, the slice the server asked under key {key!r} "
+                                            "serves (servers of other slices under that key would mix in)"]
+
+
+DEFAULT_SLICES = next(f.default for f in dataclasses.fields(TuneSpec) if f.name == "slices")
+
+
+def plan_run(spec: TuneSpec, hw: Hardware | None = None, options: EngineOptions | None = None,
+             servers: dict | None = None) -> dict:
+    """Resolve the target, extract the model's tasks and split them into shards (raises SpecError). `servers`: what
+    a `--tracker` run's servers have (`ask_tracker`), where already read."""
+    options = options or EngineOptions()
+    if options.local_runner and (spec.servers != 1 or spec.tracker):
+        raise SpecError("runner", "the local runner measures in the client itself: use servers=1 and no tracker")
+    if spec.cluster:
+        if options.local_runner:
+            raise SpecError("cluster", "the local runner measures inside each client: a cluster needs the RPC runner")
+        if importlib.util.find_spec("distributed") is None:
+            raise SpecError("cluster", "needs Dask's distributed: pip install -e '.[cluster]'")
+    hw = hw or detect()
+    check_model(spec.model, spec.input_shape)
+    if spec.tracker and spec.target == "cuda" and not hw.gpus:  # GPU servers elsewhere: compile for their GPU
+        kind, tspec = "cuda", target_spec("cuda", hw, arch=tracker_cuda_arch(spec.tracker, servers=servers))
+    else:
+        kind = resolve_target(spec.target, hw) if not spec.tracker or spec.target != "auto" else hw.default_target
+        tspec = target_spec(kind, hw)
+    if spec.sweep_slices:
+        check_sweep_here(kind, hw, spec.tracker)
+    if kind == "cuda" and not spec.tracker:
+        gpus = list(choose_gpus(spec.gpus, len(hw.gpus)))
+    elif spec.gpus is not None:
+        raise SpecError("gpus", "GPU indices apply to --target cuda with local servers only")
+    else:
+        gpus = []
+    model = load_model(spec.model, spec.input_shape)
+    tasks = [task_info(t) for t in extract_tasks(model.mod, tspec.build())]
+    if not tasks:
+        raise SpecError("model", f"{spec.model} has no tunable operator for {kind}")
+    budget = plan_budget(tasks, spec, target=kind)
+    by_name = {t.name: t for t in tasks}
+    shards = plan_shards([by_name[n] for n in budget.tuned], spec.shards, budget.trials, per_task=budget.batch,
+                         defaults=[by_name[n] for n in budget.default])
+    tuned = set(budget.tuned)
+    notes = [] if spec.tracker else slice_notes(spec.slices, spec.sweep_slices, kind, tspec.num_cores)
+    cost_note = cost_model_note(spec, [s.trials for s in shards])
+    notes += [cost_note] if cost_note else []
+    rows = [{**dataclasses.asdict(t), "cost": t.cost, "plan": "tune" if t.name in tuned else "default"} for t in tasks]
+    return {"target": tspec.to_dict(), "tasks": rows, "budget": budget.to_dict(),
+            "shards": [s.to_dict() for s in shards], **options.resolved(kind).to_dict(), "gpus": gpus, "input_shape": list(model.input_shape), "dtype": model.dtype,
+            "notes": notes, **({"tracker_servers": servers} if servers else {})}
+
+
+def tune(spec: TuneSpec | None = None, *, home: str | None = None, runner: str | None = None,
+         builder: str | None = None, sessions: str | None = None, first_round: str | None = None, **fields) -> Run:
+    """Validate and plan `spec` (or TuneSpec(**fields)), start its run in the background, return the Run.
+
+    runner, builder, sessions, first_round: the EngineOptions (None: their defaults)."""
+    spec = spec.replace(**fields) if spec is not None and fields else spec or TuneSpec(**fields)
+    options = EngineOptions.given(runner=runner, builder=builder, sessions=sessions, first_round=first_round)
+    hw = detect()
+    servers = ask_tracker(spec, hw)
+    spec, notes = tracker_slices(spec, servers)
+    plan = plan_run(spec, hw, options=options, servers=servers)
+    plan["notes"] = notes + plan["notes"]
+    run_id, run_dir = store.new_run_dir(spec, home)
+    folder = store.RunDir(run_dir)
+    folder.write(store.SPEC_FILE, dataclasses.asdict(spec))
+    folder.write(store.PLAN_FILE, plan)
+    start_supervisor(run_dir)
+    return Run(run_dir)
+
+
+def resume(run: str | Run, home: str | None = None, trials: int | None = None) -> Run:
+    """Continue a stopped, partial or crashed run from its shard databases; a done run is returned as it is.
+
+    `trials`: raise the run's budget per tuning slice to this many (done runs too): every stage goes on tuning
+    from its records to the new budget, then is compiled, verified, timed and swept again. The budget an unfinished
+    run already has continues it as it is."""
+    r = run if isinstance(run, Run) else Run(store.find_run_dir(run, home))
+    if r.status == "running":
+        raise SpecError("run", f"run {r.id} is still running")
+    if trials is not None and r.status != "done" and trials == int(r.plan["budget"]["trials"]):
+        trials = None  # the budget it was stopped on (a raise cut short, say): go on to it
+    if trials is None and r.status == "done":
+        return r  # nothing left to tune: `resume` of a finished run changes nothing
+    if r.sweeping:
+        raise SpecError("run", f"a sweep of run {r.id} is running; resume the run when it has finished")
+    folder = store.RunDir(r.dir)
+    if trials is not None:  # every slice swept so far is swept again: those points timed the models before the raise
+        swept = {int(p) for p in r.sweep.inferred_at} if len(r.sweep) else set()
+        spec, plan = more_trials(folder.read_spec(), folder.read_plan(), trials, swept)
+    diskspace.ensure_free_space(r.dir)
+    repair_databases(r.dir)
+    if trials is not None:
+        folder.write(store.SPEC_FILE, dataclasses.asdict(spec))
+        folder.write(store.PLAN_FILE, plan)
+    start_supervisor(r.dir, resume=True, trials=plan["budget"]["trials"] if trials is not None else None)
+    return Run(r.dir)
+
+
+def more_trials(spec: TuneSpec, plan: dict, trials: int, swept: set[int] | frozenset[int] = frozenset()
+                ) -> tuple[TuneSpec, dict]:
+    """The spec and plan of a run whose budget per tuning slice is raised to `trials`, sweeping `swept` (the slices
+    swept so far) again with its own sweep slices. SpecError, naming `trials`, when that is no raise or would leave
+    a tuned task untuned."""
+    had = int(plan["budget"]["trials"])
+    if isinstance(trials, bool) or not isinstance(trials, int) or trials <= had:
+        raise SpecError("trials", f"must be a whole number above the run's {had} trials per tuning slice (the budget "
+                                  f"it already has); got {trials!r}")
+    spec = spec.replace(trials=trials, sweep_slices=tuple(sorted(set(spec.sweep_slices) | set(swept))))
+    tasks = [TaskInfo(t["name"], t["weight"], t["flops"], t["bytes"]) for t in plan["tasks"]]
+    budget = plan_budget(tasks, spec, target=plan.get("target", {}).get("kind"), keep=len(plan["budget"]["tuned"]))
+    if budget.trials <= had:
+        raise SpecError("trials", f"trials_per_task={spec.trials_per_task} caps the budget at {budget.trials} trials "
+                                  f"per tuning slice, which the run already has; got {trials}")
+    if not set(plan["budget"]["tuned"]) <= set(budget.tuned):  # the old budget was below a batch per shard
+        raise SpecError("trials", f"the run was planned in batches of {plan['budget']['batch']} (below a batch per "
+                                  f"shard); {trials} trials would plan batches of {budget.batch} and tune "
+                                  f"{len(budget.tuned)} of its {plan['budget']['tasks_tuned']} tuned tasks: start a "
+                                  "new run with that budget")
+    by_name = {t.name: t for t in tasks}
+    shards = plan_shards([by_name[n] for n in budget.tuned], spec.shards, budget.trials, per_task=budget.batch,
+                         defaults=[by_name[n] for n in budget.default])
+    # The tuned tasks are a cost-ranked prefix and shards are filled costliest task first, so a larger budget that
+    # keeps every tuned task only adds tasks to shards: every shard database still holds its own tasks' records.
+    old = [Shard.from_dict(s) for s in plan["shards"]]
+    shards = raised_shards(old, shards, max(0, budget.trials - sum(s.trials for s in old)), budget.batch)
+    tuned = set(budget.tuned)
+    rows = [{**t, "plan": "tune" if t["name"] in tuned else "default"} for t in plan["tasks"]]
+    was = cost_model_note(spec, [int(s["trials"]) for s in plan["shards"]])
+    now = cost_model_note(spec, [s.trials for s in shards])
+    notes = [n for n in plan.get("notes", []) if n != was] + ([now] if now else [])
+    return spec, {**plan, "tasks": rows, "budget": budget.to_dict(), "shards": [s.to_dict() for s in shards],
+                  "notes": notes}

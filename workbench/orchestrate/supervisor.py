@@ -1,0 +1,329 @@
+"""`python -m workbench.orchestrate.supervisor RUN_DIR [--resume]`: carry out one run, detached from the caller.
+
+It owns every process of the run (MPS daemons, tracker, servers, clients, inference workers) and writes
+the run's events. For each tuning slice it takes the stage's wanted processes from `stage_plan` (pure)
+and reconciles what runs with them: it starts what is wanted and never ran, and stops what is no
+longer wanted. The stage finisher then merges, compiles, verifies and times. On SIGTERM (Run.stop)
+or any failure it stops everything in order: clients, servers, tracker, then the MPS daemons. A
+notebook kernel may restart meanwhile; the run goes on.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+import traceback
+
+from workbench.orchestrate import diskspace
+from workbench.runs import store
+from workbench.runs.event_types import (Error, HardwareFound, MpsStatus, Phase, RunFinished, RunStarted,
+                          ServerReady, ShardFailed, ShardFinished, ShardPlanned, StageSkipped)
+from workbench.runs.events import EventWriter
+from workbench.hardware import GpuInfo, TargetSpec, detect
+from workbench.servers.mps import MpsDaemon, start_daemons
+from workbench.tuning.options import EngineOptions
+from workbench.procs import ProcessError, child_env, tail
+from workbench.servers.pool import RPCServer, ServerPool, ServerSpec, external_ready
+from workbench.orchestrate.shard_launch import LocalLauncher, ShardHandle, ShardLaunch, ShardLauncher
+from workbench.plan.tasks import Shard
+from workbench.servers.slices import SliceHost
+from workbench.spec import parse_tracker
+from workbench.orchestrate.stage_plan import NOTHING, StagePlan, stage_plan, wants_mps
+from workbench.servers.telemetry import Sampler
+
+CLIENT_POLL_S = 0.5
+
+
+class Stopped(Exception):
+    """Raised inside the supervisor when a stop was requested."""
+
+
+class Supervisor:
+    def __init__(self, run_dir: str, resume: bool = False) -> None:
+        self.run_dir = run_dir
+        self.folder = store.RunDir(run_dir)
+        self.resume = resume
+        self.spec = self.folder.read_spec()
+        self.plan = self.folder.read_plan()
+        self.target = TargetSpec.from_dict(self.plan["target"])
+        self.options = EngineOptions.from_plan(self.plan)
+        self.events = EventWriter(self.folder.events_file, "supervisor")
+        self.hw = detect()
+        self.cores = sorted(os.sched_getaffinity(0))
+        self.stop_requested = False
+        self.finishing = False  # Run.finish(): end tuning now, finish with the best records so far
+        self.daemons: dict[int, MpsDaemon] = {}  # one MPS control daemon per GPU used
+        self.pool: ServerPool | None = None
+        self.base_key = f"wb-{os.getpid()}"
+        self.launcher: ShardLauncher = LocalLauncher()  # a DaskLauncher with spec.cluster (see _start_shared)
+        self.clients: dict[str, ShardHandle] = {}  # by wanted name; a client stays here after it exits
+        self.started: set[str] = set()  # every wanted name started once: nothing is started twice
+        self.failed_shards: list[str] = []
+        self.env = child_env()
+
+    # -- process bookkeeping -------------------------------------------------------------------
+    def _record_procs(self) -> None:
+        pids = [p.pid for p in self.clients.values() if p.pid and p.poll() is None]
+        if self.pool:
+            pids += [s.pid for s in self.pool.servers if s.pid]
+            if self.pool.tracker and self.pool.tracker.pid:
+                pids.append(self.pool.tracker.pid)
+        self.folder.record_procs(supervisor=os.getpid(), groups=pids,
+                                 mps_daemons=[d.to_dict() for d in self.daemons.values() if d.started])
+
+    @property
+    def gpus(self) -> list[int]:
+        return list(self.plan.get("gpus") or [0])
+
+    def _gpu(self, gpu: int) -> GpuInfo | None:
+        return self.hw.gpus[gpu] if gpu < len(self.hw.gpus) else None
+
+    def _uuid(self, gpu: int) -> str | None:
+        info = self._gpu(gpu)
+        return info.uuid if info else None
+
+    def _check_stop(self) -> None:
+        if self.stop_requested:
+            raise Stopped()
+
+    def _phase(self, phase: str, **fields) -> None:
+        self._check_stop()
+        self.events.emit(Phase(phase=phase, **fields))
+
+    # -- the run -------------------------------------------------------------------------------
+    def run(self) -> str:
+        signal.signal(signal.SIGTERM, self._on_term)
+        signal.signal(signal.SIGINT, self._on_term)
+        signal.signal(signal.SIGUSR1, self._on_finish)
+        self.events.emit(RunStarted(run_id=os.path.basename(self.run_dir), pid=os.getpid(),
+                                    spec=json.loads(self.spec.to_json()), target=self.target.to_dict(),
+                                    resume=self.resume))
+        cuda = self.target.kind == "cuda"
+        sampler = Sampler(EventWriter(self.events.path, "telemetry").emit, 1.0, gpu=cuda, cores=self.cores,
+                          gpu_indices=[info.index for g in self.gpus if (info := self._gpu(g))] if cuda
+                          else None).start()
+        status, message, error = "done", "", None
+        try:
+            self._start_shared()
+            for tuned_at in self.spec.slices:
+                if self.finishing:
+                    self.events.emit(StageSkipped(tuned_at=tuned_at, reason="finished early on request"))
+                    continue
+                self._tune_stage(tuned_at)
+            if self.spec.sweep_slices:
+                from workbench.results.sweep import sweep_run
+
+                self._phase("sweeping")
+                sweep_run(self.run_dir, list(self.spec.sweep_slices), host=self._host(), events=self.events,
+                          should_stop=lambda: self.stop_requested)
+                self._check_stop()  # a stopped sweep is a stopped run, not a done one
+            if self.failed_shards:
+                status = "partial"
+                message = f"shards failed: {', '.join(self.failed_shards)}"
+            elif self.finishing:
+                message = "finished early on request: the best records so far were compiled, verified and timed"
+        except Stopped:
+            status, message = "stopped", ("stopped on request; to continue, press Resume or run: workbench resume "
+                                          f"{os.path.basename(self.run_dir)}")
+        except Exception as err:  # noqa: BLE001 - becomes an event, never a silent death
+            status, message = "failed", f"{type(err).__name__}: {err}"
+            if diskspace.is_disk_full(err):
+                message = diskspace.disk_full_message(self.run_dir)
+            error = {"where": "supervisor", "message": message, "traceback": traceback.format_exc()[-3000:]}
+        finally:
+            diskspace.release_space(self.run_dir)  # room for procs.json and the last events, even on a full disk
+            self._cleanup()
+            sampler.stop()
+        if error:
+            self.events.emit(Error(**error))
+        self.events.emit(RunFinished(status=status, message=message))
+        return status
+
+    def _on_term(self, signum, frame) -> None:  # noqa: ARG002
+        self.stop_requested = True
+
+    def _on_finish(self, signum, frame) -> None:  # noqa: ARG002
+        self.finishing = True
+
+    def _start_shared(self) -> None:
+        self._check_stop()  # its phase is the first stage's "servers" (one line, not two)
+        self.events.emit(HardwareFound(target=self.target.kind, device=self.hw.describe(self.target.kind),
+                                       ncores=len(self.cores), gpu_note=self.hw.gpu_note))
+        if wants_mps(self.spec, self.target):
+            def started(gpu: int, daemon: MpsDaemon) -> None:
+                self.daemons[gpu] = daemon
+                self.events.emit(MpsStatus(gpu=gpu, started=daemon.started, reason=daemon.reason,
+                                           pipe_dir=daemon.pipe_dir))
+                self._record_procs()
+
+            start_daemons({g: self.folder.mps_root(g) for g in self.gpus}, {g: self._uuid(g) for g in self.gpus},
+                          started)
+        if self.local_runner:
+            return  # stock measurement inside each client: no tracker, no servers
+        external = parse_tracker(self.spec.tracker) if self.spec.tracker else None
+        self.pool = ServerPool(self.run_dir, self.spec.host, self.env, key=self.base_key,
+                               device=self.target.device_type, external=external,
+                               sessions=self.options.sessions)
+        self.pool.start_tracker()
+        self._record_procs()
+        if self.spec.cluster:  # it connects (and checks the workers) while the tracker and servers start
+            from workbench.orchestrate.cluster import DaskLauncher
+
+            self.launcher = DaskLauncher(self.spec, self.folder, self.events, len(self.cores))
+
+    def _host(self) -> SliceHost:
+        uuids = {g: u for g in self.gpus if (u := self._uuid(g))}
+        return SliceHost(self.target.kind, tuple(self.cores), tuple(self.gpus), self.daemons, uuids,
+                         self.spec.pinned_mem_mb)
+
+    @property
+    def local_runner(self) -> bool:
+        return self.options.local_runner
+
+    # -- reconciling what runs with what the stage wants ------------------------------------------
+    def _reconcile_servers(self, want: StagePlan) -> list[RPCServer]:
+        """Stop the servers `want` does not name; start those it names that never ran (a lost server is not
+        restarted: measuring goes on on the others). Returns the servers started."""
+        if self.pool is None:
+            return []
+        wanted = {w.name: ServerSpec(w.index, w.key, w.binding, w.gpu) for w in want.servers}
+        stopped = self.pool.retain(list(wanted.values()))
+        new = [name for name in wanted if name not in self.started]
+        self.started.update(new)
+        started = self.pool.start_servers([wanted[name] for name in new])
+        if started or stopped:
+            self._record_procs()
+        return started
+
+    def _reconcile_clients(self, want: StagePlan) -> None:
+        """Stop the clients `want` does not name; start those it names that never ran (a client that exited
+        has done its shard, or failed it: it is not restarted)."""
+        wanted = want.names
+        if want.clients:
+            self.launcher.check()  # e.g. a cluster's workers refused: before any shard is planned
+        for name in [n for n in self.clients if n not in wanted]:
+            self.clients.pop(name).stop()
+        for w in want.clients:
+            if w.name in self.started:
+                continue
+            self.started.add(w.name)
+            job_path = self.folder.shard_job(w.job.tuned_at, w.shard.index)
+            store.write_text(job_path, w.job.to_json())
+            self.events.emit(ShardPlanned(shard=w.shard.index, tuned_at=w.job.tuned_at, tasks=list(w.shard.tasks),
+                                          shard_trial_budget=w.shard.trials, cost=w.shard.cost,
+                                          replica=w.shard.replica))
+            env = {**self.env, **w.binding.env} if w.binding else self.env
+            self.clients[w.name] = self.launcher.start(ShardLaunch(
+                f"shard-{w.shard.index}", w.job.tuned_at, w.shard.index, job_path, w.job.to_json(), env,
+                self.folder.log(f"client-{w.job.tuned_at}-{w.shard.index}"),
+                (tuple(w.binding.cores) or None) if w.binding else None))
+        self._record_procs()
+
+    def _reconcile(self, want: StagePlan) -> None:
+        self._reconcile_clients(want)  # clients first: they hold sessions on the servers
+        self._reconcile_servers(want)
+
+    # -- a tuning stage --------------------------------------------------------------------------
+    def _tune_stage(self, tuned_at: int) -> None:
+        os.makedirs(self.folder.stage(tuned_at), exist_ok=True)
+        tracker = ("", 0, "")
+        if self.pool is not None:
+            if not self.spec.tracker:  # a stage's clients must not reach an earlier stage's servers
+                self.pool.key = f"{self.base_key}-{tuned_at}"
+            tracker = (*self.pool.tracker_addr, self.pool.key)
+            self._phase("servers", tuned_at=tuned_at)
+        want = stage_plan(self.folder, self.spec, self.plan, self.target, self.options, tuned_at, self._host(),
+                          tracker)
+        started = self._reconcile_servers(want)
+        self._phase("tuning", tuned_at=tuned_at)
+        self._reconcile_clients(want)  # clients start up while servers do
+        if started:
+            self._report_ready(tuned_at, started)
+        elif self.spec.tracker:
+            self.events.emit(external_ready(tuned_at, self.spec.tracker, self.plan.get("tracker_servers") or {}))
+        self._wait_clients(tuned_at, want)
+        self._reconcile(NOTHING)
+        self._finish_stage(tuned_at, [w.shard for w in want.clients])
+
+    def _report_ready(self, tuned_at: int, started: list[RPCServer]) -> None:
+        """Wait for the stage's servers, then one `server_ready` event each: what slice it got."""
+        assert self.pool is not None
+        self.pool.wait_servers(started)
+        self._record_procs()
+        for server in started:
+            self.events.emit(server.ready_event(tuned_at))
+
+    def _wait_clients(self, tuned_at: int, want: StagePlan) -> None:
+        shard_of = {w.name: w.shard.index for w in want.clients}
+        pending = {name for name in shard_of if name in self.clients}
+        lost: set[str] = set()
+        while pending:
+            if self.stop_requested:
+                raise Stopped()
+            if self.finishing:
+                for name in sorted(pending):
+                    self.clients[name].stop()
+                    self.events.emit(ShardFinished(shard=shard_of[name], tuned_at=tuned_at, shard_trials=0,
+                                                   exit_code=None, note="ended early on request"))
+                return
+            for name in sorted(pending):
+                proc = self.clients[name]
+                code = proc.poll()
+                if code is None:
+                    continue
+                pending.discard(name)
+                if code != 0:
+                    shard = shard_of[name]
+                    self.failed_shards.append(f"{tuned_at}/{shard}")
+                    self.events.emit(ShardFailed(shard=shard, tuned_at=tuned_at, exit_code=code,
+                                                 log_tail=tail(proc.log_path, 20), log=proc.log_path))
+            self.launcher.check()  # a lost Dask scheduler fails the run
+            health = self.pool.health() if self.pool else {"tracker_dead": False, "servers_dead": []}
+            if health["tracker_dead"]:
+                raise ProcessError("the RPC tracker died; measured records are kept in the shard databases")
+            if health["servers_dead"] and len(health["servers_dead"]) == health["servers_wanted"]:
+                raise ProcessError(f"all RPC servers died ({', '.join(health['servers_dead'])}); measured "
+                                   f"records are kept in the shard databases; see {self.run_dir}/logs")
+            self._report_lost_servers(tuned_at, health, lost)
+            diskspace.check_space(self.run_dir)  # a full disk stops the run before its writers break
+            time.sleep(CLIENT_POLL_S)
+
+    def _report_lost_servers(self, tuned_at: int, health: dict, reported: set[str]) -> None:
+        """One `server_lost` event per server that died while others measure on (the tracker drops it)."""
+        for server in self.pool.servers if self.pool else []:
+            if server.name in health["servers_dead"] and server.name not in reported:
+                reported.add(server.name)
+                self.events.emit(server.lost_event(tuned_at, health["servers_wanted"] - len(health["servers_dead"])))
+
+    def _finish_stage(self, tuned_at: int, shards: list[Shard]) -> None:
+        from workbench.results.finish import finish_stage, repair_databases
+
+        if self.finishing:
+            repair_databases(self.run_dir)  # a client stopped mid-write leaves at most one torn record
+        finish_stage(self.run_dir, self.spec, self.target, tuned_at, shards, self.events, self._phase, self._host(),
+                     self.env, int(self.plan.get("budget", {}).get("trials", 0)), early=self.finishing)
+
+    def _cleanup(self) -> None:
+        self.launcher.close()  # a cluster's clients all at once, then its client and LocalCluster
+        self._reconcile(NOTHING)
+        if self.pool is not None:
+            self.pool.stop()
+        for daemon in self.daemons.values():
+            daemon.stop()
+        self._record_procs()
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    resume = "--resume" in argv
+    args = [a for a in argv if a != "--resume"]
+    if len(args) != 1:
+        sys.exit("usage: python -m workbench.orchestrate.supervisor RUN_DIR [--resume]")
+    status = Supervisor(os.path.abspath(args[0]), resume=resume).run()
+    sys.exit(0 if status in ("done", "partial", "stopped") else 1)
+
+
+if __name__ == "__main__":
+    main()

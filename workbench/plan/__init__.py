@@ -1,0 +1,1 @@
+"""What gets tuned: the model's tasks, the budget's choice among them, and their shards."""

@@ -1,0 +1,106 @@
+"""After a slice's tuning: merge the shard databases, keep per task the faster of tuned and default,
+compile, verify against the untuned build, time both (a `--tracker` run: on one of its servers), and record the
+stage's result."""
+from __future__ import annotations
+
+import os
+import shutil
+import time
+
+from workbench.orchestrate import diskspace
+from workbench.runs import store
+from workbench.runs.event_types import Compiled, DefaultsTimed, Merged, Timed, Verified
+from workbench.runs.events import EventReader, EventWriter
+from workbench.hardware import TargetSpec
+from workbench.results.noise import verdict
+from workbench.plan.tasks import Shard
+from workbench.servers.slices import SliceHost
+from workbench.spec import TuneSpec, parse_tracker
+
+
+def repair_databases(run_dir: str) -> list[str]:
+    """Cut the unfinished last record (a write cut short by a full disk or a stop) off every shard database, then
+    the records whose workload a full disk lost; returns the files changed."""
+    files = store.RunDir(run_dir).shard_db_files()
+    changed = [path for path in files if diskspace.trim_torn_tail(path)]
+    for path in files:
+        if path.endswith(store.RECORDS_FILE):
+            workloads = os.path.join(os.path.dirname(path), store.WORKLOADS_FILE)
+            if diskspace.drop_dangling_records(workloads, path) and path not in changed:
+                changed.append(path)
+    return changed
+
+
+def measured_defaults(run_dir: str, tuned_at: int) -> dict[str, float | None]:
+    """Each task's default-schedule time (us) as the stage's clients measured it (the latest wins)."""
+    out: dict[str, float | None] = {}
+    for e in EventReader(store.RunDir(run_dir).events_file).read_new():
+        if isinstance(e, DefaultsTimed) and e.tuned_at == tuned_at:
+            out.update(e.defaults_us)
+    return out
+
+
+def finish_stage(run_dir: str, spec: TuneSpec, target: TargetSpec, tuned_at: int, shards: list[Shard],
+                 events: EventWriter, phase, host: SliceHost | None, env: dict[str, str],
+                 trials_asked: int, early: bool = False) -> dict:
+    """Merge, floor, compile, verify and time one stage; returns its results row (also in results.json).
+
+    `phase(name)` announces each step (and raises when the run was asked to stop)."""
+    from workbench.models.load import load_model
+    from workbench.results.compile import compile_with_database, floored_database, merge_databases
+    from workbench.plan.tasks import extract_tasks
+    from workbench.results.sweep import infer_at
+
+    folder = store.RunDir(run_dir)
+    phase("merging", tuned_at=tuned_at)
+    merged = merge_databases([folder.shard_db(tuned_at, s.index) for s in shards], folder.merged_db(tuned_at))
+    events.emit(Merged(tuned_at=tuned_at, records=merged.records, workloads=merged.workloads, path=merged.path))
+    phase("compiling", tuned_at=tuned_at)
+    model = load_model(spec.model, spec.input_shape)
+    tvm_target = target.build()
+    t0 = time.time()
+    tasks = extract_tasks(model.mod, tvm_target)
+    choices = floored_database(merged.path, folder.best_db(tuned_at), tasks, tvm_target,
+                               measured_defaults(run_dir, tuned_at))
+    tuned = compile_with_database(model.mod, tvm_target, folder.best_db(tuned_at), folder.tuned_lib(tuned_at))
+    untuned_path = folder.untuned_lib
+    if not os.path.exists(untuned_path):
+        compile_with_database(model.mod, tvm_target, None, untuned_path)
+    kept_tuned = [c.task for c in choices if c.kept == "tuned"]
+    kept_default = [c.task for c in choices if c.kept == "default" and c.best_us is not None]
+    events.emit(Compiled(tuned_at=tuned_at, path=tuned, seconds=round(time.time() - t0, 2),
+                         tasks_tuned=sum(c.best_us is not None for c in choices), tasks_total=len(choices),
+                         untuned_tasks=[c.task for c in choices if c.best_us is None], kept_tuned=kept_tuned,
+                         kept_default=kept_default, choices=[c.to_dict() for c in choices]))
+    phase("verifying", tuned_at=tuned_at)
+    rows = infer_at(run_dir, tuned_at, {"tuned": tuned, "untuned": untuned_path}, model, target, host, env,
+                    reference=untuned_path, tracker=parse_tracker(spec.tracker) if spec.tracker else None)
+    by = {r["name"]: r for r in rows}
+    t, u = by["tuned"], by["untuned"]
+    events.emit(Verified(tuned_at=tuned_at, match=t.get("match"), max_abs_err=t.get("max_abs_err"),
+                         rel_err=t.get("rel_err"), finite=t.get("finite"), input=t.get("input", ""),
+                         output_range=t.get("output_range", []), match_note=t.get("match_note", "")))
+    said = verdict(t["latency_ms_median"], t["latency_ms_iqr"], u["latency_ms_median"], u["latency_ms_iqr"])
+    busy = max((r["busy_cores"] for r in (t, u) if r.get("busy_cores") is not None), default=None)
+    kept = "tuned"
+    if said == "slower":  # never ship a model slower than the default build: the stage keeps the untuned one
+        store.write_atomic(tuned, lambda tmp: shutil.copyfile(untuned_path, tmp))
+        kept = "untuned"
+    events.emit(Timed(tuned_at=tuned_at, tuned_ms=t["latency_ms_median"], tuned_iqr_ms=t["latency_ms_iqr"],
+                      untuned_ms=u["latency_ms_median"], untuned_iqr_ms=u["latency_ms_iqr"],
+                      speedup=u["latency_ms_median"] / t["latency_ms_median"], verdict=said, kept=kept,
+                      sm_count=t.get("sm_count"), records=merged.records, tuned_repeats=t.get("repeats"),
+                      untuned_repeats=u.get("repeats"), busy_cores=busy, server=t.get("server") or ""))
+    row = {"tuned_at": tuned_at, "model": spec.model, "target": target.kind,
+           "tuned_ms": t["latency_ms_median"], "tuned_iqr_ms": t["latency_ms_iqr"],
+           "untuned_ms": u["latency_ms_median"], "untuned_iqr_ms": u["latency_ms_iqr"],
+           "speedup": u["latency_ms_median"] / t["latency_ms_median"], "verdict": said, "kept": kept,
+           "match": t.get("match"), "match_note": t.get("match_note", ""), "max_abs_err": t.get("max_abs_err"),
+           "records": merged.records, "busy_cores": busy, "timed_on": t.get("server") or "this host",
+           "trials_measured": merged.records, "trials_asked": trials_asked, "finished_early": early,
+           "tasks_tuned": sum(c.best_us is not None for c in choices), "kept_default": len(kept_default),
+           "tasks_total": len(choices),
+           "library": tuned}
+    results = [r for r in folder.read_results() if r.get("tuned_at") != tuned_at]
+    folder.write(store.RESULTS_FILE, results + [row])
+    return row

@@ -1,0 +1,199 @@
+"""`python -m workbench.results.infer JOB_JSON`: time compiled models inside this process's slice.
+
+Started by the supervisor under a slice (MPS variables or a core set), or, for a run measured on a tracker's
+servers (`rpc` in the job), on one of those servers: the libraries are uploaded and run there, on the hardware
+and slice they were tuned on, which this host may not have (a laptop tuning for a GPU elsewhere). For each library it loads
+the model, feeds the same seeded random input, optionally compares outputs with a reference
+library, and times end-to-end inference. Prints one JSON object per library on stdout.
+
+Each library is timed `repeat` times (15), or as many times as fit `time_budget_s` (10 s) but at
+least 5: TVM's untuned build of a model can take seconds per inference on a CPU, and 15 of those
+made the run's verifying phase outlast its tuning. `busy_cores`: the cores other processes kept busy on
+average while a library was timed (`noise.CpuWatch`).
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import time
+
+import numpy as np
+
+from workbench.results.noise import CpuWatch
+from workbench.procs import die_with_parent
+from workbench.servers.pool import request_session
+
+
+def _device(kind: str, remote=None):
+    import tvm
+
+    where = remote if remote is not None else tvm
+    return where.cuda(0) if kind == "cuda" else where.cpu(0)
+
+
+def load_vm(path: str, dev, remote=None):
+    import tvm
+    from tvm import relax
+
+    if remote is None:
+        return relax.VirtualMachine(tvm.runtime.load_module(path), dev)
+    name = f"{os.getpid()}-{os.path.basename(path)}"
+    remote.upload(path, name)
+    return relax.VirtualMachine(remote.load_module(name), dev)
+
+
+# Seeded inputs tried in turn until the reference's outputs vary: a model with sigmoid outputs (a text
+# detector) gave outputs of at most 6e-5 for standard-normal input, where any two builds "match".
+INPUT_KINDS = ("normal", "uniform01", "normal x10", "uniform0-255")
+# (rtol, atol as a share of the outputs' largest magnitude) by output dtype
+TOLERANCES = {"float16": (1e-2, 1e-2), "bfloat16": (2e-2, 2e-2), "float32": (1e-3, 1e-3), "float64": (1e-6, 1e-6)}
+NEAR_ZERO = 1e-4  # outputs all below this in magnitude (or with no spread) prove nothing
+
+
+def random_input(shape, dtype: str, seed: int = 0, kind: str = "normal") -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    if kind == "uniform01":
+        x = rng.uniform(0.0, 1.0, shape)
+    elif kind == "normal x10":
+        x = rng.standard_normal(shape) * 10.0
+    elif kind == "uniform0-255":
+        x = rng.uniform(0.0, 255.0, shape)
+    else:
+        x = rng.standard_normal(shape)
+    return x.astype(dtype)
+
+
+def _numpy(out) -> np.ndarray:
+    """All of a model's outputs, flattened into one array (a tuple output is concatenated)."""
+    if hasattr(out, "numpy"):
+        return out.numpy().ravel()
+    return np.concatenate([_numpy(o) for o in out]) if len(out) else np.zeros(0)
+
+
+def varies(y: np.ndarray) -> bool:
+    """Outputs worth comparing: finite, not all near zero, not constant."""
+    if y.size == 0 or not np.isfinite(y).all():
+        return False
+    spread = float(np.max(y) - np.min(y))
+    return float(np.max(np.abs(y))) >= NEAR_ZERO and spread > 1e-6 * max(1.0, float(np.max(np.abs(y))))
+
+
+def compare(y: np.ndarray, ref: np.ndarray) -> dict:
+    """Max abs and relative error, and `match` within the tolerances of `ref`'s dtype (exact for integers)."""
+    err = float(np.max(np.abs(y.astype(np.float64) - ref.astype(np.float64)))) if y.size else 0.0
+    scale = float(np.max(np.abs(ref))) or 1.0
+    if np.issubdtype(ref.dtype, np.integer) or ref.dtype == np.bool_:
+        match = bool(np.array_equal(y, ref))
+    else:
+        rtol, atol = TOLERANCES.get(str(ref.dtype), TOLERANCES["float32"])
+        match = bool(np.allclose(y, ref, rtol=rtol, atol=atol * scale))
+    return {"max_abs_err": err, "rel_err": err / scale, "match": match}
+
+
+def output_range(y: np.ndarray) -> list[float]:
+    return [float(np.min(y)), float(np.max(y))] if y.size else []
+
+
+def repeats_for(one_ms: float, wanted: int, min_repeat_ms: int, budget_s: float, least: int = 5) -> int:
+    """Timed repeats of a model that took `one_ms` once: `wanted`, or as many as fit `budget_s` (a repeat
+    lasts at least `min_repeat_ms`), but never fewer than `least` (the IQR needs a few)."""
+    per_s = max(one_ms, min_repeat_ms) / 1e3
+    return max(min(least, wanted), min(wanted, math.floor(budget_s / per_s)))
+
+
+def _timed_call(vm, x, remote: bool = False) -> tuple[np.ndarray, float]:
+    """One inference and its wall ms (copying the output back waits for the device). Over RPC through the VM's
+    stateful calls, which carry tuple outputs as a direct call does not."""
+    t0 = time.perf_counter()
+    if remote:
+        vm.set_input("main", x)
+        vm.invoke_stateful("main")
+        y = _numpy(vm.get_outputs("main"))
+    else:
+        y = _numpy(vm["main"](x))
+    return y, (time.perf_counter() - t0) * 1e3
+
+
+def time_vm(vm, dev, x, repeat: int, min_repeat_ms: int, remote: bool = False) -> list[float]:
+    """Per-repeat mean latency in ms."""
+    if remote:
+        vm.set_input("main", x)
+        evaluator = vm.time_evaluator("invoke_stateful", dev, number=1, repeat=repeat, min_repeat_ms=min_repeat_ms)
+        return [float(r) * 1e3 for r in evaluator("main").results]
+    evaluator = vm.time_evaluator("main", dev, number=1, repeat=repeat, min_repeat_ms=min_repeat_ms)
+    return [float(r) * 1e3 for r in evaluator(x).results]
+
+
+def run(job: dict) -> list[dict]:
+    import tvm
+
+    remote = request_session(*job["rpc"]) if job.get("rpc") else None
+    over_rpc = remote is not None
+    dev = _device(job["device"], remote)
+    info = {"pid": os.getpid(), "slice_percent": job.get("slice_percent"),
+            "mps_percentage": os.environ.get("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"),
+            "cores": len(os.sched_getaffinity(0))}
+    if over_rpc:  # the server's slice is its own: this process's MPS share and cores say nothing of it
+        info.update(mps_percentage=None, cores=None, server=job.get("server"))
+    if job["device"] == "cuda":
+        info["sm_count"] = int(dev.multi_processor_count)
+    shape, dtype, seed = tuple(job["input_shape"]), job["dtype"], job.get("seed", 0)
+    reference = job.get("reference")
+    ref_vm = ref_out = ref_ms = None
+    kind = "normal"
+    x = tvm.runtime.tensor(random_input(shape, dtype, seed), dev)
+    if reference:
+        ref_vm = load_vm(reference, dev, remote)
+        for kind in INPUT_KINDS:  # the first input whose outputs vary (else the last one tried)
+            x = tvm.runtime.tensor(random_input(shape, dtype, seed, kind), dev)
+            ref_out, ref_ms = _timed_call(ref_vm, x, over_rpc)
+            if varies(ref_out):
+                break
+    out = []
+    for name, path in job["libs"].items():
+        if path == reference:  # already loaded and run once
+            vm, y, one_ms = ref_vm, ref_out, ref_ms
+        else:
+            vm = load_vm(path, dev, remote)
+            y, one_ms = _timed_call(vm, x, over_rpc)
+        result = {"name": name, **info, "input": kind, "output_range": output_range(y)}
+        result["finite"] = bool(np.isfinite(y).all())
+        if ref_out is not None:
+            result.update(compare(y, ref_out))
+            if not varies(ref_out):  # a match of constants or near-zeros proves nothing: say so
+                result["match"] = None
+                result["match_note"] = (f"inconclusive: the reference's outputs are constant or near zero "
+                                        f"(range {output_range(ref_out)}) for every input tried")
+        min_repeat_ms = job.get("min_repeat_ms", 50)
+        repeat = repeats_for(one_ms, job.get("repeat", 15), min_repeat_ms, job.get("time_budget_s", 10.0))
+        with CpuWatch() as watch:  # what else ran meanwhile: a busy machine makes the numbers noise
+            ms_list = time_vm(vm, dev, x, repeat, min_repeat_ms, over_rpc)
+        q1, med, q3 = np.percentile(ms_list, [25, 50, 75])
+        # On a server the timed process is not ours: this host's load says nothing of the server's (None)
+        busy = None if over_rpc else watch.others_cores
+        result.update(latency_ms_median=float(med), latency_ms_iqr=float(q3 - q1), latency_ms=ms_list, repeats=repeat,
+                      busy_cores=busy, timing_s=round(watch.seconds, 3))
+        out.append(result)
+        print(json.dumps(result), flush=True)
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        sys.exit("usage: python -m workbench.results.infer JOB_JSON")
+    with open(argv[0]) as f:
+        job = json.load(f)
+    die_with_parent(job.get("parent_pid"))
+    print(f"workbench.results.infer {os.getpid()} started for {job.get('parent_pid')}", flush=True)
+    results = run(job)
+    if job.get("out"):
+        from workbench.runs.store import write_json
+
+        write_json(job["out"], results)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,355 @@
+"""`Run`: a run's folder seen as DataFrames, followed live, stopped, resumed.
+
+Everything comes from the run's files (spec, plan, events.jsonl, results.json, sweep.csv), so a
+Run can be re-opened from any process: after a kernel restart, from the CLI, from another notebook.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pandas as pd
+
+from workbench.runs import store
+from workbench.runs.cluster_view import ClusterView, cluster_view
+from workbench.runs.event_types import (FAILURES, TERMINAL, Batch, Event, FinishRequested, Launched, Phase, RunFinished, RunStarted,
+                          ServerReady, ShardPlanned, SweepPoint, Telemetry)
+from workbench.runs.events import EventReader, as_dict, since_last_raise
+from workbench.procs import group_alive
+from workbench.runs.progress import Overall, overall, shard_progress
+from workbench.spec import SpecError, TuneSpec
+from workbench.runs.tables import budget_history, events_table, results_table, time_spent
+
+
+class Run:
+    def __init__(self, run_dir: str) -> None:
+        self.dir = os.path.abspath(run_dir)
+        self.id = os.path.basename(self.dir)
+        self.folder = store.RunDir(self.dir)
+        spec = self.folder.read(store.SPEC_FILE)
+        if not isinstance(spec, dict):
+            raise SpecError("run", f"{self.dir} holds no readable {store.SPEC_FILE}: not a workbench run folder")
+        self.spec = TuneSpec.from_dict(spec)
+        self._reader = EventReader(self.folder.events_file)
+        self._held = 0  # > 0 inside consistent(): tables do not read new events
+        self._events: list[Event] = []
+
+    # -- events ----------------------------------------------------------------------------------
+    @property
+    def plan(self) -> dict:
+        return self.folder.read_plan()
+
+    def poll_events(self) -> list[Event]:
+        """Events appended since the last call (all of them on the first call)."""
+        new = self._reader.read_new()
+        self._events.extend(new)
+        return new
+
+    @property
+    def event_count(self) -> int:
+        """How many events have been read so far (polls first): a cheap 'did anything change' cursor."""
+        self._poll()
+        return len(self._events)
+
+    @contextlib.contextmanager
+    def consistent(self) -> Iterator["Run"]:
+        """Tables computed inside see one set of events: one read at entry, none until the exit."""
+        self.poll_events()
+        self._held += 1
+        try:
+            yield self
+        finally:
+            self._held -= 1
+
+    def _poll(self) -> None:
+        if not self._held:
+            self.poll_events()
+
+    def _all(self, *types: type[Event]) -> list[Any]:
+        self._poll()
+        return self._events if not types else [e for e in self._events if isinstance(e, types)]
+
+    def typed_events(self, *types: type[Event]) -> list[Any]:
+        """The events so far (of these event_types classes, or all), as dataclasses."""
+        return list(self._all(*types))
+
+    @property
+    def events(self) -> pd.DataFrame:
+        """Every event so far, one row each: `time` (local datetime), `since_start_s`, kind, source, its fields
+        (`event_list()` has the raw unix seconds `t`)."""
+        return events_table([as_dict(e) for e in self._all()])
+
+    def event_list(self, kind: str | None = None) -> list[dict[str, Any]]:
+        """All events so far as plain dicts, in today's field names (optionally of one kind)."""
+        return [as_dict(e) for e in self._all() if kind is None or e.kind == kind]
+
+    def follow(self, timeout: float | None = None, poll: float = 0.25) -> Iterator[dict[str, Any]]:
+        """Yield events (plain dicts, as `event_list`) as they arrive, from the start, until the run finishes
+        (or `timeout`)."""
+        for event in list(self._all()):
+            yield as_dict(event)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self._finished_event():
+            new = self.poll_events()
+            yield from map(as_dict, new)
+            if not new:
+                if not self.supervisor_alive():
+                    yield from map(as_dict, self.poll_events())
+                    return
+                if deadline is not None and time.monotonic() > deadline:
+                    return
+                time.sleep(poll)
+
+    def wait(self, timeout: float | None = None) -> str:
+        for _ in self.follow(timeout=timeout):
+            pass
+        return self.status
+
+    # -- state -----------------------------------------------------------------------------------
+    def _finished_event(self) -> RunFinished | None:
+        done = [e for e in self._events if isinstance(e, RunFinished)]
+        started = [e for e in self._events if isinstance(e, (Launched, RunStarted))]
+        if done and (not started or done[-1].t >= started[-1].t):
+            return done[-1]
+        return None
+
+    @property
+    def finish_requested(self) -> bool:
+        """Whether Finish was asked for since the run (or its resume) last started."""
+        asked = self._all(FinishRequested)
+        starts = self._all(Launched, RunStarted)
+        return bool(asked) and (not starts or asked[-1].t >= max(e.t for e in starts))
+
+    def _procs(self) -> dict:
+        return self.folder.procs()
+
+    def supervisor_alive(self) -> bool:
+        pid = self._procs().get("supervisor")
+        return bool(pid) and group_alive(pid)
+
+    @property
+    def status(self) -> str:
+        """running, done, partial, failed, stopped; or `crashed` when the supervisor vanished."""
+        self._poll()
+        fin = self._finished_event()
+        if fin is not None:
+            return fin.status
+        if not self._procs():
+            return "starting"
+        if self.supervisor_alive():
+            return "running"
+        self.poll_events()  # it may have finished since the events were read (inside consistent())
+        fin = self._finished_event()
+        return fin.status if fin is not None else "crashed"
+
+    @property
+    def finished(self) -> bool:
+        return self.status in (*TERMINAL, "crashed")
+
+    @property
+    def message(self) -> str:
+        fin = self._finished_event()
+        return fin.message if fin else ""
+
+    @property
+    def sweeping(self) -> bool:
+        """True while a background sweep (Run.start_sweep) is running."""
+        pid = self._procs().get("sweeper")
+        return bool(pid) and group_alive(pid)
+
+    def start_sweep(self, slices: list[int] | tuple[int, ...]) -> None:
+        """Time this run's tuned models at `slices` in a detached process; sweep_point events follow."""
+        from workbench.orchestrate.control import start_sweep
+
+        start_sweep(self, list(slices))
+
+    def stop(self, timeout: float = 5.0) -> str:
+        """Ask the supervisor to stop everything; force-kill whatever is left after `timeout`."""
+        from workbench.orchestrate.control import record_stopped, stop_run
+
+        stop_run(self.dir, timeout)
+        self.poll_events()
+        if self._finished_event() is None and not self.supervisor_alive():
+            record_stopped(self.dir)
+        return self.status
+
+    def finish(self) -> str:
+        """End tuning now and get the best model so far, compiled, verified and timed (the run then ends
+        `done`; Stop, by contrast, stops at once and can be resumed). Returns the status; `wait()` for the end."""
+        from workbench.orchestrate.control import request_finish
+
+        pid = self._procs().get("supervisor")
+        if not pid or not group_alive(pid) or self._finished_event() is not None:
+            raise SpecError("run", f"run {self.id} is not tuning ({self.status}); there is nothing to finish")
+        request_finish(self.dir, pid)
+        return self.status
+
+    # -- tables ----------------------------------------------------------------------------------
+    def tasks(self, tuned_at: int | None = None) -> pd.DataFrame:
+        """One row per (tuning slice, task): state (planned, tuning, tuned, default: outside the budget,
+        skipped: error), weight, share of the model's default run time (measured defaults x weight), the
+        default's and the best tuned record's microseconds, trials measured, and `kept`: what the compiled
+        model runs for the task ("tuned" or "default"). Costliest share first."""
+        from workbench.runs.task_table import task_table
+
+        df = task_table(self.plan, self._all(), self.spec.slices)
+        return df if tuned_at is None else df[df.tuned_at == tuned_at].reset_index(drop=True)
+
+    def progress(self) -> pd.DataFrame:
+        """One row per (tuned_at, shard): trials done and budgeted, tasks (measured), the shard's best estimate
+        `est_shard_us` (sum over its measured tasks of weight x best latency so far), state (planned, running,
+        finished, failed, or stopped: the run ended before the shard did), `started` / `last_batch` (local
+        datetimes), `elapsed_s`, and the ETA while running (see `run_progress.shard_progress`)."""
+        return shard_progress(self._all(), self._finished_event() is not None)
+
+    def overall(self, now: float | None = None) -> Overall:
+        """The whole run in one figure: trials done of a total fixed at the start (trials per slice x tuning
+        slices), finishing steps, trials/s, an ETA that includes finishing (merge, compile, verify, time) and the
+        run's sweep, the phase, and a note saying how the ETA was made (see `run_progress.Overall`). `now`: the
+        clock (default time.time())."""
+        status = self.status
+        return overall(self._all(), self.plan, self.spec, status, now)
+
+    def best_curve(self) -> pd.DataFrame:
+        """Per batch: trials so far (whole stage) and the model's estimated latency.
+
+        The estimate sums, over the tasks measured so far, weight x the best latency any shard found
+        (search replicas of one task count once). `complete` is False until every shard of the stage
+        has reported a batch (the estimate is partial)."""
+        best: dict[tuple[int, str], float] = {}
+        weight: dict[tuple[int, str], float] = {}
+        trials: dict[tuple[int, int], int] = {}
+        planned: dict[int, set[int]] = {}
+        for e in self._all(ShardPlanned):
+            planned.setdefault(e.tuned_at, set()).add(e.shard)
+        rows = []
+        for e in self._all(Batch):
+            stage, task = e.tuned_at, (e.tuned_at, e.task)
+            if e.best_us is not None:
+                best[task] = min(e.best_us, best.get(task, e.best_us))
+                weight[task] = e.weight
+            trials[(stage, e.shard)] = e.shard_trials
+            reported = {k[1] for k in trials if k[0] == stage}
+            rows.append({"t": e.t, "tuned_at": stage, "shard": e.shard, "task": e.task,
+                         "task_trials": e.task_trials, "best_us": e.best_us,
+                         "trials": sum(v for k, v in trials.items() if k[0] == stage),
+                         "est_model_us": round(sum(weight[k] * v for k, v in best.items() if k[0] == stage), 3),
+                         "shards_reported": len(reported),
+                         "complete": reported >= planned.get(stage, set())})
+        return pd.DataFrame(rows)
+
+    def telemetry(self) -> pd.DataFrame:
+        rows = []
+        for e in self._all(Telemetry):
+            row = {"t": e.t, "cpu_percent": e.cpu_percent, "mem_percent": e.mem_percent, "gpu_note": e.gpu_note}
+            for g in e.gpus:
+                row[f"gpu{g['index']}_sm_util"] = g.get("sm_util")
+                row[f"gpu{g['index']}_mem_used_mb"] = g.get("mem_used_mb")
+            rows.append(row)
+        return pd.DataFrame(rows)
+
+    def phases(self) -> pd.DataFrame:
+        return pd.DataFrame([{"t": e.t, "phase": e.phase, "tuned_at": e.tuned_at} for e in self._all(Phase)])
+
+    def servers(self) -> pd.DataFrame:
+        return pd.DataFrame([as_dict(e) for e in self._all(ServerReady)])
+
+    def cluster(self) -> ClusterView | None:
+        """The Dask cluster the shard clients ran on (workers, cores, which shard runs where, the dashboard);
+        None when they ran as local subprocesses."""
+        return cluster_view(self._all())
+
+    def errors(self) -> pd.DataFrame:
+        return pd.DataFrame([as_dict(e) for e in self._all(*FAILURES)])
+
+    @property
+    def results(self) -> pd.DataFrame:
+        """One row per tuning slice, results.json's fields as they are (tuned_ms, untuned_ms, speedup, ...);
+        `results_table()` is the same under readable headers."""
+        return pd.DataFrame(self.folder.read_results())
+
+    def results_table(self) -> pd.DataFrame:
+        """The results as people read them: "tuned at (%)", "latency (median ± IQR)", "speedup vs untuned", ..."""
+        return results_table(self.folder.read_results())
+
+    def budgets(self) -> pd.DataFrame:
+        """The model each budget ended with per tuning slice (the first, then each `resume --trials` raise), with
+        each raise's gain over the budget before it and whether that gain is beyond the timing noise."""
+        return budget_history(self.event_list())
+
+    def time_spent(self) -> pd.DataFrame:
+        """Where each tuning slice's shards spent their tuning, by phase (search, build, measure, ...), in seconds
+        summed over its shards and as a share: on a GPU the search on the CPU, not the GPU, usually sets the pace."""
+        return time_spent(self.event_list())
+
+    @property
+    def sweep(self) -> pd.DataFrame:
+        """Latency per (tuned_at, inferred_at) from the sweep_point events, live; the latest point wins, also over
+        an older one at a slice that a later point stands for (`stands_for`: a CPU's slices of one core count).
+        Points from before the run's budget was last raised (`resume --trials`) timed models that are gone: left out."""
+        cols = ["model", "tuned_at", "inferred_at", "latency_ms_median", "latency_ms_iqr", "sm_count", "cores",
+                "slice_applied", "slicing", "reason", "stands_for", "busy_cores"]
+        swept = self._all(SweepPoint)
+        current = since_last_raise([as_dict(e) for e in self._all(Launched, SweepPoint)])
+        points = [{c: e[c] for c in cols} for e in current if e["kind"] == SweepPoint.KIND]
+        if not points:  # a folder written without sweep events: its sweep.csv, if any
+            path = self.folder.file(store.SWEEP_FILE)
+            return pd.read_csv(path) if not swept and os.path.exists(path) else pd.DataFrame(columns=cols)
+        last = {(p["tuned_at"], s): i for i, p in enumerate(points) for s in p["stands_for"] or [p["inferred_at"]]}
+        points = [p for i, p in enumerate(points) if last.get((p["tuned_at"], p["inferred_at"]), i) == i]
+        df = pd.DataFrame(points).drop_duplicates(["tuned_at", "inferred_at"], keep="last")
+        return df.sort_values(["tuned_at", "inferred_at"]).reset_index(drop=True)
+
+    def sweep_untuned(self) -> pd.DataFrame:
+        """The run's untuned build timed at each swept slice (sweep_untuned.csv: model, inferred_at, latency_ms_median,
+        latency_ms_iqr, ...); empty before a sweep."""
+        path = self.folder.file(store.SWEEP_UNTUNED_FILE)
+        return pd.read_csv(path) if os.path.exists(path) else pd.DataFrame(columns=list(store.UNTUNED_COLUMNS))
+
+    def slice_matrix(self) -> pd.DataFrame:
+        """tuned_at x inferred_at table of median latency (ms)."""
+        df = self.sweep
+        if not len(df):
+            return df
+        return df.pivot_table(index="tuned_at", columns="inferred_at", values="latency_ms_median")
+
+    def to_csv(self, folder: str) -> list[str]:
+        """Write events, progress, results and sweep tables as CSV files; returns their paths."""
+        os.makedirs(folder, exist_ok=True)
+        paths = []
+        for name, df in (("events", self.events), ("progress", self.progress()), ("results", self.results),
+                         ("sweep", self.sweep), ("telemetry", self.telemetry())):
+            path = os.path.join(folder, f"{self.id}-{name}.csv")
+            df.to_csv(path, index=False)
+            paths.append(path)
+        return paths
+
+    def summary(self) -> dict[str, Any]:
+        started = self._all(RunStarted)
+        fin = self._finished_event()
+        return {"id": self.id, "model": self.spec.model, "target": self.plan.get("target", {}).get("kind"),
+                "slices": ",".join(map(str, self.spec.slices)), "servers": self.spec.servers,
+                "shards": self.spec.shards, "trials": (self.plan.get("budget") or {}).get("trials", self.spec.trials),
+                "status": self.status,
+                "started": pd.Timestamp.fromtimestamp(int(started[0].t)) if started else None,  # local, as run ids
+                "wall_s": round(fin.t - started[0].t, 1) if fin and started else None}
+
+    def __repr__(self) -> str:
+        return f"<Run {self.id} {self.spec.model} status={self.status}>"
+
+
+def list_runs(home: str | None = None) -> pd.DataFrame:
+    rows = []
+    for run_id in store.run_ids(home):
+        try:
+            rows.append(Run(os.path.join(store.runs_root(home), run_id)).summary())
+        except Exception as err:  # noqa: BLE001 - a damaged folder is listed, not fatal
+            rows.append({"id": run_id, "status": f"unreadable: {err}"})
+    return pd.DataFrame(rows)
+
+
+def open_run(run: str, home: str | None = None) -> Run:
+    return Run(store.find_run_dir(run, home))

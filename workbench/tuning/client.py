@@ -1,0 +1,329 @@
+"""`python -m workbench.tuning.client SHARD_JSON`: tune one shard of a model and append its events.
+
+The shard file (written by the supervisor) holds the spec, the target, the task names, the trial
+budget, the tracker and the work folder. Tasks whose design space cannot be generated are skipped
+and reported (one bad task must never kill a run); the others are tuned.
+
+Bench knob, not a user option: with `WORKBENCH_BENCH_SAME_DRAWS=1` in its environment a client searches on
+one thread and seeds numpy's global RNG (which the untrained XGB scores with) with the job's seed just
+before tuning, so that a seeded tune proposes the same schedules whenever it is handed the same
+measurements (`bench/same_draws.py`). Searching on one thread is slower; nothing else changes.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from workbench.runs import store
+from workbench.runs.event_types import DefaultsTimed, Error, IntrinsicsLoaded, ShardFinished, ShardStarted, TaskSkipped
+from workbench.runs.events import EventWriter
+from workbench.hardware import TargetSpec
+from workbench.tuning.options import EngineOptions
+from workbench.spec import TuneSpec
+
+PARENT_PID_ENV = "WB_CLIENT_PARENT_PID"  # set by a cluster task: the client dies with the worker that started it
+
+
+SAME_DRAWS_ENV = "WORKBENCH_BENCH_SAME_DRAWS"
+
+
+def same_draws() -> bool:
+    """Whether the bench knob of the module docstring is set in this process's environment."""
+    return os.environ.get(SAME_DRAWS_ENV) == "1"
+
+
+def seed_draws(seed: int | None) -> None:
+    """What the knob does just before tuning, beside the one search thread: seed numpy's global RNG."""
+    import numpy as np
+
+    np.random.seed(0 if seed is None else seed)
+
+
+@dataclass(frozen=True)
+class ShardJob:
+    run_dir: str
+    work_dir: str
+    events_path: str
+    shard: int
+    tuned_at: int
+    tasks: tuple[str, ...]
+    trials: int
+    spec: TuneSpec
+    target: TargetSpec
+    tracker: tuple[str, int, str]
+    runner_workers: int
+    builder_workers: int
+    num_threads: int
+    options: EngineOptions = EngineOptions()  # resolved: first_round is random or evolutionary
+    prewarm: bool = False  # start builder workers during client start-up (pays off with spare cores)
+    replica: int = 0  # > 0: an extra search of tasks another shard also tunes, seeded differently
+    measure: tuple[str, ...] = ()  # tasks left on their default schedule: only their defaults are timed here
+
+    @property
+    def seed(self) -> int | None:
+        return None if self.spec.seed is None else self.spec.seed + self.replica
+
+    def to_json(self) -> str:
+        d = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        d["spec"] = json.loads(self.spec.to_json())
+        d["target"] = self.target.to_dict()
+        d["options"] = self.options.to_dict()
+        d["tasks"] = list(self.tasks)
+        d["measure"] = list(self.measure)
+        d["tracker"] = list(self.tracker)
+        return json.dumps(d, indent=1)
+
+    @classmethod
+    def from_json(cls, text: str) -> "ShardJob":
+        d = json.loads(text)
+        d["spec"] = TuneSpec.from_dict(d["spec"])
+        d["target"] = TargetSpec.from_dict(d["target"])
+        d["options"] = EngineOptions(**d["options"])
+        d["tasks"] = tuple(d["tasks"])
+        d["measure"] = tuple(d.get("measure", ()))
+        d["tracker"] = (d["tracker"][0], int(d["tracker"][1]), d["tracker"][2])
+        return cls(**d)
+
+
+def evaluator_config(target_kind: str):
+    from tvm.s_tir import meta_schedule as ms
+
+    if target_kind == "cuda":
+        return ms.runner.EvaluatorConfig(number=3, repeat=1, min_repeat_ms=20, enable_cpu_cache_flush=False)
+    return ms.runner.EvaluatorConfig(number=3, repeat=1, min_repeat_ms=10, enable_cpu_cache_flush=False)
+
+
+def make_runner(job: ShardJob):
+    from tvm.s_tir import meta_schedule as ms
+
+    if job.options.runner == "local":
+        return ms.runner.LocalRunner(timeout_sec=job.spec.measure_timeout_s,
+                                     evaluator_config=evaluator_config(job.target.kind))
+    from workbench.tuning.plugins import ServersFirstRunner
+
+    host, port, key = job.tracker
+    config = ms.runner.RPCConfig(tracker_host=host, tracker_port=port, tracker_key=key,
+                                 session_timeout_sec=job.spec.measure_timeout_s)
+    if job.options.runner == "rpc-batch":
+        from workbench.tuning.batch_runner import SessionBatchRunner
+
+        rpc = SessionBatchRunner(config, evaluator_config(job.target.kind), job.runner_workers,
+                                 job.spec.trials_per_batch)
+    else:
+        rpc = ms.runner.RPCRunner(rpc_config=config, evaluator_config=evaluator_config(job.target.kind),
+                                  max_workers=job.runner_workers)
+    return ServersFirstRunner(rpc, lambda: wait_for_servers(job))  # search and build while servers start
+
+
+def previous_progress(database, contexts) -> tuple[dict[str, int], dict[str, float]]:
+    """Trials already in the shard database and the best latency per task (for resume)."""
+    trials, best = {}, {}
+    for ctx in contexts:
+        if not database.has_workload(ctx.mod):
+            continue
+        wkl = database.commit_workload(ctx.mod)
+        records = database.get_top_k(wkl, 100000)
+        trials[ctx.task_name] = len(records)
+        costs = [sum(float(s) for s in r.run_secs) / len(r.run_secs) for r in records if r.run_secs]
+        if costs:
+            best[ctx.task_name] = min(costs)
+    return trials, best
+
+
+def warm_cost_model(cost_model, database, contexts, siblings: Sequence[str] = ()) -> tuple[int, int]:
+    """Teach a fresh cost model the stage's records before the first batch: the shard's own, then those in its
+    sibling shards' databases (`siblings`: their folders), as the one model of an unsharded tune would hold them.
+    Returns how many it learned of each.
+
+    `tune_tasks` starts its cost model empty, and TVM's XGBoost model predicts at random until it holds 100 samples:
+    a raised budget would search its first batches as if nothing had been measured."""
+    from tvm.s_tir import meta_schedule as ms
+    from tvm_ffi import structural_hash
+
+    own = sum(_learn(cost_model, ctx, database, ctx.mod) for ctx in contexts if database.has_workload(ctx.mod))
+    other = 0
+    for folder in siblings if contexts else ():  # a sibling's tasks are learned under this shard's target
+        try:  # read as it is now: a sibling that is writing a line may leave it torn; it is skipped then
+            db = ms.database.JSONDatabase(work_dir=folder, allow_missing=False)
+            mods = {structural_hash(r.workload.mod): r.workload.mod for r in db.get_all_tuning_records()}
+        except Exception:  # noqa: BLE001 - no database yet, or one cut mid-write
+            continue
+        for mod in mods.values():
+            ctx = ms.TuneContext(mod=mod, target=contexts[0].target, num_threads=contexts[0].num_threads)
+            other += _learn(cost_model, ctx, db, mod)
+    return own, other
+
+
+def _learn(cost_model, ctx, database, mod) -> int:
+    """Update `cost_model` with the valid records of `mod` in `database`, under `ctx` (its group); how many."""
+    from tvm.s_tir import meta_schedule as ms
+
+    records = database.get_top_k(database.commit_workload(mod), 100000)
+    try:
+        cost_model.update(ctx, [r.as_measure_candidate() for r in records],
+                          [ms.runner.RunnerResult(run_secs=r.run_secs, error_msg=None) for r in records])
+    except Exception:  # noqa: BLE001 - a record it cannot replay: the search goes on, as TVM's would, without
+        return 0
+    return len(records)
+
+
+def wait_for_servers(job: ShardJob, timeout: float = 300.0) -> None:
+    """Block until the tracker lists the job's servers (a key with no server would hang tuning)."""
+    from workbench.servers.pool import count_servers, tracker_summary
+
+    host, port, key = job.tracker
+    deadline = time.monotonic() + timeout
+    have = 0
+    while time.monotonic() < deadline:
+        try:
+            have = count_servers(tracker_summary(host, port), key)
+        except Exception:  # noqa: BLE001 - the tracker may still be starting
+            have = 0
+        if have >= job.runner_workers:
+            return
+        time.sleep(0.5)
+    raise TimeoutError(f"only {have} of {job.runner_workers} RPC servers registered under key {key!r} at "
+                       f"{host}:{port} within {timeout:.0f} s")
+
+
+class StartupClock:
+    """Seconds of the client's start-up by phase, from the process's own start (interpreter included)."""
+
+    def __init__(self) -> None:
+        import psutil
+
+        self.last = psutil.Process().create_time()
+        self.marks: dict[str, float] = {}
+
+    def mark(self, phase: str) -> None:
+        now = time.time()
+        self.marks[phase] = round(now - self.last, 2)
+        self.last = now
+
+    def phases(self) -> dict[str, float]:
+        return {**self.marks, "total": round(sum(self.marks.values()), 2)}
+
+
+def run(job: ShardJob) -> int:
+    startup = StartupClock()
+    logging.getLogger("tvm.s_tir.meta_schedule").setLevel(logging.WARNING)
+    from tvm.s_tir import meta_schedule as ms
+
+    from workbench.models.load import load_model
+    from workbench.tuning.default_schedules import defaults_event, time_defaults, timed
+    from workbench.plan.tasks import extract_tasks
+    from workbench.tuning.task_scheduler import StreamingScheduler
+    from workbench.tuning.plugins import ProgressCallback, make_builder, make_strategy
+
+    startup.mark("import")
+    events = EventWriter(job.events_path, f"shard-{job.shard}@{job.tuned_at}")
+    os.makedirs(job.work_dir, exist_ok=True)
+    builder = make_builder(job.options.builder, job.builder_workers, timeout_sec=max(30, job.spec.measure_timeout_s))
+    if hasattr(builder, "prewarm") and job.prewarm:
+        builder.prewarm()
+    startup.mark("builder")
+    try:
+        target = job.target.build()
+        model = load_model(job.spec.model, job.spec.input_shape)
+        by_name = {t.task_name: t for t in extract_tasks(model.mod, target)}
+        startup.mark("tasks")
+        missing = [n for n in (*job.tasks, *job.measure) if n not in by_name]
+        if missing:
+            events.emit(Error(where=f"shard {job.shard}", message=f"tasks not found in the model: {missing}"))
+            return 3
+        mine = [by_name[n] for n in job.tasks]
+        if job.options.builder != "local":  # the stock configuration keeps TVM's own (full) import
+            from workbench.tuning.intrinsics import load_family
+
+            report = load_family(job.target.kind, store.cache_dir(job.run_dir))
+            events.emit(IntrinsicsLoaded(shard=job.shard, tuned_at=job.tuned_at, loaded_from=report.pop("source"),
+                                         **report))
+            startup.mark("intrinsics")
+        contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
+            mine, work_dir=job.work_dir, space="post-order-apply",
+            strategy=make_strategy(job.spec.strategy, job.options.first_round),
+            num_threads=1 if same_draws() else job.num_threads, seed=job.seed)
+        good_ctx, good_w = [], []
+        for ctx, w in zip(contexts, weights):
+            try:
+                ctx.generate_design_space()
+            except Exception as err:  # noqa: BLE001 - e.g. ScheduleError in a schedule rule
+                events.emit(TaskSkipped(shard=job.shard, tuned_at=job.tuned_at, task=ctx.task_name,
+                                        reason=str(err).strip().splitlines()[-1][:300] if str(err).strip()
+                                        else type(err).__name__))
+                continue
+            good_ctx.append(ctx)
+            good_w.append(w)
+        if not good_ctx:
+            events.emit(ShardFinished(shard=job.shard, tuned_at=job.tuned_at, shard_trials=0, exit_code=0,
+                                      note="no tunable task in this shard"))
+            return 0
+        runner = make_runner(job)
+        if job.replica == 0:  # replicas of a task share its default: the first one times it
+            own = [by_name[n] for n in job.tasks] + [by_name[n] for n in job.measure]
+            for times, seconds in timed(time_defaults(own, target, builder, runner, job.spec.trials_per_batch)):
+                events.emit(DefaultsTimed(shard=job.shard, tuned_at=job.tuned_at, **defaults_event(times, seconds)))
+        database = ms.database.JSONDatabase(work_dir=job.work_dir)
+        done, best = previous_progress(database, good_ctx)
+        remaining = max(0, job.trials - sum(done.values()))
+        progress = ProgressCallback(events.emit, job.shard, job.tuned_at, job.trials, done, best, builder)
+        progress.weights.update({c.task_name: float(w) for c, w in zip(good_ctx, good_w)})
+        startup.mark("design_spaces")
+        xgb = job.spec.cost_model == "xgb"
+        cost_model = ms.cost_model.CostModel.create("xgb", num_tuning_cores=job.num_threads) if xgb \
+            else job.spec.cost_model
+        siblings = [d for d in store.RunDir(job.run_dir).shard_dbs(job.tuned_at)
+                    if os.path.abspath(d) != os.path.abspath(job.work_dir)]
+        learned, from_siblings = warm_cost_model(cost_model, database, good_ctx, siblings) if xgb and remaining \
+            else (0, 0)
+        if learned or from_siblings:
+            startup.mark("cost_model")
+        events.emit(ShardStarted(shard=job.shard, tuned_at=job.tuned_at, pid=os.getpid(), seed=job.seed,
+                                 replica=job.replica, startup_s=startup.phases(), tasks=[c.task_name for c in good_ctx],
+                                 shard_trial_budget=job.trials, shard_trials_resumed=sum(done.values()),
+                                 cost_model_records=learned, cost_model_sibling_records=from_siblings,
+                                 same_draws=same_draws()))
+        if remaining == 0:
+            events.emit(ShardFinished(shard=job.shard, tuned_at=job.tuned_at, shard_trials=sum(done.values()),
+                                      exit_code=0, note="budget already spent (resumed)"))
+            return 0
+        callbacks = list(ms.measure_callback.MeasureCallback.create("default")) + [progress]
+        seed = -1 if job.seed is None else job.seed
+        if same_draws():
+            seed_draws(job.seed)
+        with ms.Profiler() as profiler:
+            ms.tune_tasks(tasks=good_ctx, task_weights=good_w, work_dir=job.work_dir, max_trials_global=remaining,
+                          max_trials_per_task=job.spec.trials_per_task,
+                          num_trials_per_iter=job.spec.trials_per_batch, builder=builder, runner=runner,
+                          database=database, cost_model=cost_model, measure_callbacks=callbacks,
+                          task_scheduler=StreamingScheduler(seed=seed, prior=best, done=done,
+                                                            cap=job.spec.trials_per_task))
+    finally:
+        if hasattr(builder, "shutdown"):
+            builder.shutdown()
+    phases = {k: round(float(v), 3) for k, v in profiler.get().items()}
+    events.emit(ShardFinished(shard=job.shard, tuned_at=job.tuned_at, shard_trials=sum(progress.trials.values()),
+                              exit_code=0, profile_s=phases))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        sys.exit("usage: python -m workbench.tuning.client SHARD_JSON")
+    if os.environ.get(PARENT_PID_ENV):  # a Dask worker's task started us: die with it, never outlive it
+        from workbench.procs import die_with_parent
+
+        die_with_parent(int(os.environ[PARENT_PID_ENV]))
+    with open(argv[0]) as f:
+        job = ShardJob.from_json(f.read())
+    sys.exit(run(job))
+
+
+if __name__ == "__main__":
+    main()
