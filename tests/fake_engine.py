@@ -120,7 +120,7 @@ def _events(t0: float, slices: tuple[int, ...], finished: bool, tasks: list[Fake
                                     gpu_note="CPU target: GPU not sampled"))
         if last and not finished:  # a live run: still tuning its last slice
             if finish_requested:
-                out.append(ev.FinishRequested(t=t + 0.5, source="run"))
+                out.append(ev.FinishRequested(t=t + 0.5, source="supervisor"))
             break
         t += 1
         for shard in (0, 1):

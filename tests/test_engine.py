@@ -79,6 +79,7 @@ from tvm import relax
 from tvm.s_tir import meta_schedule as ms
 from workbench.models.load import load_model
 from workbench.plan.tasks import extract_tasks
+from workbench.plan.plan import Plan
 db = ms.database.JSONDatabase(work_dir={merged!r}, allow_missing=False)
 assert len(db) == {SPEC['trials']}, len(db)
 m = load_model("mlp-small")
@@ -201,7 +202,7 @@ def test_resume_with_more_trials_tunes_a_done_run_on_to_the_raised_budget(tmp_pa
                        **{**CHEAP_SEARCH, "cost_model": "xgb"})  # replayed traces: the cost model is only taught
     first = wb.tune(spec, home=str(tmp_path / "first"))
     assert first.wait(timeout=300) == "done", first.message
-    assert first.plan["budget"]["tasks_tuned"] == 1  # mlp-small has 2 tasks: 4 trials (one batch) tune the costlier
+    assert first.plan.budget.tasks_tuned == 1  # mlp-small has 2 tasks: 4 trials (one batch) tune the costlier
     first.start_sweep([50])  # swept after tuning, outside the spec: swept again after the raise
     deadline = time.monotonic() + 200
     while (first.sweeping or not len(first.sweep)) and time.monotonic() < deadline:
@@ -223,7 +224,7 @@ def test_resume_with_more_trials_tunes_a_done_run_on_to_the_raised_budget(tmp_pa
     assert out.returncode == 0, out.stderr[-2000:]
     again = wb.open_run(run.id, home)
     assert again.status == "done", again.message
-    assert again.spec.trials == 12 and again.plan["budget"]["trials"] == 12 and again.plan["budget"]["tasks_tuned"] == 2
+    assert again.spec.trials == 12 and again.plan.trials == 12 and again.plan.budget.tasks_tuned == 2
     raised = again.event_list("launched")[-1]
     assert raised["trials"] == 12 and again.spec.sweep_slices == (50,)
     points = again.event_list("sweep_point")
@@ -262,15 +263,15 @@ def test_a_raised_budget_keeps_each_shards_tasks_in_that_shard(costs, shards, ta
     by_name = {t.name: t for t in tasks}
     planned = plan_shards([by_name[n] for n in budget.tuned], shards, budget.trials, per_task=budget.batch,
                           defaults=[by_name[n] for n in budget.default])
-    plan = {"tasks": [{**t.__dict__, "cost": t.cost} for t in tasks], "budget": budget.to_dict(),
-            "target": {"kind": target}, "shards": [s.to_dict() for s in planned]}
+    plan = Plan.from_dict({"tasks": [{**t.__dict__, "cost": t.cost} for t in tasks], "budget": budget.to_dict(),
+                           "target": {"kind": target}, "shards": [s.to_dict() for s in planned]})
     for more in range(spec.trials + 1, spec.trials + 4 * len(tasks) + 2):
         raised, replanned = more_trials(spec, plan, more)
-        assert raised.trials == more == replanned["budget"]["trials"]
-        assert len(replanned["shards"]) == len(plan["shards"])
-        for old, new in zip(plan["shards"], replanned["shards"]):
-            assert set(old["tasks"]) <= set(new["tasks"]) and old["replica"] == new["replica"], (more, old, new)
-        assert sum(s["trials"] for s in replanned["shards"]) >= more
+        assert raised.trials == more == replanned.budget.trials
+        assert len(replanned.shards) == len(plan.shards)
+        for old, new in zip(plan.shards, replanned.shards):
+            assert set(old.tasks) <= set(new.tasks) and old.replica == new.replica, (more, old, new)
+        assert sum(s.trials for s in replanned.shards) >= more
     with pytest.raises(wb.SpecError, match="above the run's") as err:
         more_trials(spec, plan, spec.trials)
     assert err.value.field == "trials"
@@ -287,8 +288,10 @@ def test_a_raise_that_would_untune_a_task_is_refused():
     spec = wb.TuneSpec(model="mlp-small", shards=3, trials=5, trials_per_batch=16)
     budget = plan_budget(tasks, spec)
     assert budget.batch == 1 and len(budget.tuned) == 5
-    plan = {"tasks": [{**t.__dict__, "cost": t.cost} for t in tasks], "budget": budget.to_dict(),
-            "shards": [s.to_dict() for s in plan_shards(list(tasks[:5]), 3, 5, per_task=1, defaults=[tasks[5]])]}
+    plan = Plan.from_dict({"tasks": [{**t.__dict__, "cost": t.cost} for t in tasks], "budget": budget.to_dict(),
+                           "target": {"kind": "cpu"},
+                           "shards": [s.to_dict() for s in plan_shards(list(tasks[:5]), 3, 5, per_task=1,
+                                                                       defaults=[tasks[5]])]})
     with pytest.raises(wb.SpecError, match="batches of 1 .* would plan batches of 16 and tune 3 of its 5") as err:
         more_trials(spec, plan, 48)
     assert err.value.field == "trials"
@@ -296,8 +299,8 @@ def test_a_raise_that_would_untune_a_task_is_refused():
 
 def test_plan_records_target_and_shards(finished_run):
     plan = finished_run.plan
-    assert plan["target"]["kind"] == "cpu" and len(plan["shards"]) == 2
-    assert json.loads(json.dumps(plan)) == plan
+    assert plan.target.kind == "cpu" and len(plan.shards) == 2
+    assert Plan.from_dict(json.loads(json.dumps(plan.to_dict()))) == plan
 
 
 def test_views_inside_consistent_read_one_set_of_events(finished_run, tmp_path):

@@ -33,9 +33,9 @@ def cli_run(standin, tmp_path_factory):
 
 def test_the_plan_is_said_before_anything_starts_and_recorded(cli_run):
     run, stdout, _ = cli_run
-    budget = run.plan["budget"]
-    assert budget["tasks_total"] == 22 and budget["trials"] == TRIALS and budget["batch"] == BATCH
-    assert budget["tasks_tuned"] == TRIALS // BATCH and budget["tasks_default"] == 22 - TRIALS // BATCH
+    budget = run.plan.budget
+    assert budget.tasks_total == 22 and budget.trials == TRIALS and budget.batch == BATCH
+    assert budget.tasks_tuned == TRIALS // BATCH and budget.tasks_default == 22 - TRIALS // BATCH
     lines = stdout.splitlines()
     plan_line = next(i for i, line in enumerate(lines) if line.startswith("plan: "))
     first_event = next(i for i, line in enumerate(lines) if line.startswith("run ") and "started" in line)
@@ -43,7 +43,7 @@ def test_the_plan_is_said_before_anything_starts_and_recorded(cli_run):
     assert f"tuning 4 of 22 tasks with {TRIALS} trials" in lines[plan_line] and "18 keep their default" in lines[plan_line]
     # 8 trials a shard: its cost model never leaves TVM's random warm-up, and the user is told so before it starts
     note = next(i for i, line in enumerate(lines) if line.startswith("note: 2 of 2 shards measure fewer than 100"))
-    assert note < first_event and any(n in lines[note] for n in run.plan["notes"])
+    assert note < first_event and any(n in lines[note] for n in run.plan.notes)
     assert run.summary()["trials"] == TRIALS
 
 
@@ -58,7 +58,7 @@ def test_measured_trials_stay_within_the_budget_and_every_task_has_a_state(cli_r
     tasks = run.tasks()
     assert len(tasks) == 22 and set(tasks.state) <= {"tuned", "default", "skipped"}
     tuned = set(tasks[tasks.state == "tuned"].task)
-    assert tuned == set(run.plan["budget"]["tuned"]) and (tasks[tasks.state == "tuned"].trials >= BATCH).all()
+    assert tuned == set(run.plan.tuned) and (tasks[tasks.state == "tuned"].trials >= BATCH).all()
     assert (tasks[tasks.state == "default"].trials == 0).all()
     assert tasks.default_us.notna().all(), "every task's default schedule is timed once"
     assert abs(tasks.share.sum() - 1.0) < 0.01
@@ -117,9 +117,9 @@ def test_a_budget_too_small_is_refused_naming_the_smallest_useful_one(standin, t
 
 def test_a_budget_below_a_batch_per_shard_measures_smaller_batches_and_says_so(standin):
     plan = wb.plan_run(wb.TuneSpec(model=standin, input_shape=INPUT_SHAPE, trials=8, trials_per_batch=4, shards=4))
-    budget = plan["budget"]
-    assert budget["batch"] == 2 and budget["batch_asked"] == 4 and budget["tasks_tuned"] == 4
-    assert sum(s["trials"] for s in plan["shards"]) == 8
+    budget = plan.budget
+    assert budget.batch == 2 and budget.batch_asked == 4 and budget.tasks_tuned == 4
+    assert sum(s.trials for s in plan.shards) == 8
     from workbench.plan.budget import describe
 
     assert "in batches of 2 (not 4: the budget is below a batch per shard)" in describe(budget)
@@ -128,6 +128,6 @@ def test_a_budget_below_a_batch_per_shard_measures_smaller_batches_and_says_so(s
 def test_trials_per_task_tunes_every_task_with_that_many(standin):
     plan = wb.plan_run(wb.TuneSpec(model=standin, input_shape=INPUT_SHAPE, trials_per_task=8, trials_per_batch=4,
                                    shards=2))
-    assert plan["budget"]["tasks_tuned"] == 22 and plan["budget"]["trials"] == 22 * 8
-    assert sum(s["trials"] for s in plan["shards"]) == 22 * 8
+    assert plan.budget.tasks_tuned == 22 and plan.trials == 22 * 8
+    assert sum(s.trials for s in plan.shards) == 22 * 8
     assert json.loads(json.dumps(plan)) == plan

@@ -10,12 +10,16 @@ import pytest
 
 import workbench
 from fake_engine import FINISH_S, hold_back_slice, make_run
+from workbench.plan.plan import Plan
 from workbench.runs import event_types as ev
 from workbench.runs.progress import FINISH_GUESS_BASE_S, FINISH_GUESS_PER_TASK_S, overall, shard_progress
 from workbench.spec import TuneSpec
 
 SPEC = TuneSpec(model="mlp-small", slices=(50, 100), servers=1, shards=2, trials=16, trials_per_batch=4)
-PLAN = {"shards": [{"index": 0, "trials": 8}, {"index": 1, "trials": 8}], "tasks": [{"name": "a"}, {"name": "b"}]}
+PLAN = Plan.from_dict({"target": {"kind": "cpu"}, "budget": {"trials": 16, "batch": 4, "tuned": ["a", "b"]},
+                      "shards": [{"index": 0, "tasks": ["a"], "trials": 8, "cost": 1.0},
+                                 {"index": 1, "tasks": ["b"], "trials": 8, "cost": 1.0}],
+                      "tasks": [{"name": n, "weight": 1, "flops": 1.0, "bytes": 0.0} for n in "ab"]})
 GUESS_S = FINISH_GUESS_BASE_S + 2 * FINISH_GUESS_PER_TASK_S  # finishing one slice of a 2-task model, guessed
 
 

@@ -16,7 +16,7 @@ def test_replicas_search_apart_and_merge_to_the_best(tmp_path):
     run = wb.tune(spec, home=str(tmp_path))
     assert run.wait(timeout=480) == "done", (run.message, run.errors().to_dict("records"))
 
-    shards = run.plan["shards"]
+    shards = run.plan.shards
     by_task: dict[str, list[int]] = {}
     for s in shards:
         by_task.setdefault(s["tasks"][0], []).append(s["replica"])
@@ -57,6 +57,6 @@ def test_first_batch_is_random_then_evolutionary_and_stock_evolves_from_the_star
             "random": wb.tune(spec.replace(trials=6), home=str(tmp_path / "random"))}  # "auto" on a CPU; 2 first batches, then one more
     for mode, run in runs.items():
         assert run.wait(timeout=480) == "done", (mode, run.message)
-        assert run.plan["first_round"] == mode
+        assert run.plan.options.first_round == mode
         assert run.progress().trials_done.sum() == run.spec.trials and run.best_curve().best_us.notna().all()
     assert _evolve_s(runs["evolutionary"]) > 0 and _evolve_s(runs["random"]) > 0

@@ -6,6 +6,7 @@ import sys
 import pytest
 
 from workbench.plan.budget import plan_budget
+from workbench.plan.plan import Plan
 from workbench.plan.tasks import TaskInfo, plan_shards, split_budget
 from workbench.spec import Slice, SpecError, TuneSpec, parse_cluster, parse_slices, parse_tracker
 
@@ -164,12 +165,12 @@ def test_the_plan_says_when_shards_measure_too_few_trials_for_their_cost_model()
     spec = TuneSpec(model="mlp-small", trials=160, trials_per_batch=16, shards=4)
     budget = plan_budget(tasks, spec, target="cuda")
     shards = plan_shards(list(tasks[:len(budget.tuned)]), 4, 160, per_task=16)
-    plan = {"tasks": [{**t.__dict__, "cost": t.cost} for t in tasks], "budget": budget.to_dict(),
-            "target": {"kind": "cuda"}, "shards": [x.to_dict() for x in shards],
-            "notes": ["a slice note", cost_model_note(spec, [x.trials for x in shards])]}
+    plan = Plan.from_dict({"tasks": [{**t.__dict__, "cost": t.cost} for t in tasks], "budget": budget.to_dict(),
+                           "target": {"kind": "cuda"}, "shards": [x.to_dict() for x in shards],
+                           "notes": ["a slice note", cost_model_note(spec, [x.trials for x in shards])]})
     _, raised = more_trials(spec, plan, 320)
-    assert raised["notes"][0] == "a slice note" and len(raised["notes"]) == 2 and raised["notes"][1] != plan["notes"][1]
-    assert more_trials(spec, plan, 800)[1]["notes"] == ["a slice note"]  # 200 trials a shard: guided
+    assert raised.notes[0] == "a slice note" and len(raised.notes) == 2 and raised.notes[1] != plan.notes[1]
+    assert more_trials(spec, plan, 800)[1].notes == ("a slice note",)  # 200 trials a shard: guided
 
 
 def test_more_shards_than_tasks_make_seeded_search_replicas():
@@ -286,13 +287,13 @@ def test_the_plan_says_before_the_run_when_slices_share_their_cores():
     from workbench.hardware import Hardware
 
     spec = TuneSpec(model="mlp-small", target="cpu", slices=(25, 50, 100), sweep_slices=(10, 30, 100))
-    notes = launch.plan_run(spec, hw=Hardware(2))["notes"]
+    notes = launch.plan_run(spec, hw=Hardware(2)).notes
     assert len(notes) == 3
     assert notes[0].startswith("tuning slices 25, 50 % are both 1 of 2 cores: each is tuned, on the same number of "
                                "cores"), notes
     assert notes[1].startswith("sweep slices 10, 30 % are both 1 of 2 cores: timed once, as 30 %"), notes
     assert notes[2].startswith("the shard measures fewer than 100 trials (32): TVM's XGBoost cost model"), notes
-    assert launch.plan_run(spec.replace(slices=(50, 100), sweep_slices=(), trials=100), hw=Hardware(2))["notes"] == []
+    assert launch.plan_run(spec.replace(slices=(50, 100), sweep_slices=(), trials=100), hw=Hardware(2)).notes == ()
 
 
 def test_a_later_sweep_point_replaces_those_it_stands_for(tmp_path):
@@ -324,12 +325,12 @@ def test_a_raise_gives_every_shard_new_trials_by_cost_on_top_of_what_it_had():
     spec = TuneSpec(model="mlp-small", trials=320, trials_per_batch=16, shards=4)
     budget = plan_budget(tasks, spec)  # the rule of 2026-12-02's plans: every task a batch
     shards = plan_shards(tasks, 4, 320, per_task=16)
-    plan = {"tasks": [{**t.__dict__, "cost": t.cost} for t in tasks], "target": {"kind": "cuda"},
-            "budget": budget.to_dict(), "shards": [s.to_dict() for s in shards], "notes": []}
+    plan = Plan.from_dict({"tasks": [{**t.__dict__, "cost": t.cost} for t in tasks], "target": {"kind": "cuda"},
+                           "budget": budget.to_dict(), "shards": [s.to_dict() for s in shards], "notes": []})
     crowded = max(shards, key=lambda s: len(s.tasks))
     assert len(crowded.tasks) >= 7 and crowded.trials >= 128
     _, raised = more_trials(spec, plan, 640)
-    new = {s["index"]: s["trials"] - shards[s["index"]].trials for s in raised["shards"]}
-    assert sum(s["trials"] for s in raised["shards"]) == 640 and sum(new.values()) == 320
+    new = {s.index: s.trials - shards[s.index].trials for s in raised.shards}
+    assert sum(s.trials for s in raised.shards) == 640 and sum(new.values()) == 320
     assert all(64 <= n <= 96 for n in new.values()), new  # the four shards' costs are about equal
-    assert [set(s["tasks"]) for s in raised["shards"]] == [set(s.tasks) for s in shards]
+    assert [set(s.tasks) for s in raised.shards] == [set(s.tasks) for s in shards]

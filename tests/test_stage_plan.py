@@ -12,11 +12,11 @@ from workbench.spec import TuneSpec
 from workbench.orchestrate.stage_plan import NOTHING, stage_plan, wants_mps
 from workbench.runs.store import RECORDS_FILE, RunDir
 
-SHARDS = [Shard(0, ("a",), 16, 2.0).to_dict(), Shard(1, ("b",), 16, 1.0).to_dict()]
+SHARDS = (Shard(0, ("a",), 16, 2.0), Shard(1, ("b",), 16, 1.0))
 
 
 def _plan(tmp_path, spec: TuneSpec, target: TargetSpec, options: EngineOptions, host: SliceHost, tuned_at: int):
-    return stage_plan(RunDir(str(tmp_path)), spec, {"shards": SHARDS}, target, options, tuned_at, host,
+    return stage_plan(RunDir(str(tmp_path)), spec, SHARDS, target, options, tuned_at, host,
                       ("127.0.0.1", 9190, f"wb-1-{tuned_at}"))
 
 

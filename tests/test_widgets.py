@@ -22,7 +22,7 @@ import workbench
 from fake_engine import SWEEP, hold_back_slice, make_run
 from widgets import Panel, recommend_tuning_slice, slowdown_matrix
 from widgets.analysis import downsample, fmt_us, phase_spans, time_unit
-from widgets.engine import in_unit
+from workbench import in_unit
 from widgets.figures import (CURVE_TITLE, make_live_figure, make_sweep_figure, persist, reset_live_figure,
                              update_live_figure, update_sweep_figure)
 from workbench.runs.progress import Overall
@@ -32,19 +32,6 @@ from widgets.form import ONNX
 from widgets.tasks import plan_line, short_task, sort_tasks, top_tasks
 
 ROOT = Path(__file__).resolve().parents[1]
-ENGINE_API = {  # what widgets/engine.py may take from the engine
-    "workbench": {"cli"}, "workbench.plan.budget": {"describe"}, "workbench.runs.cluster_view": {"ClusterView"}, "workbench.hardware": {"Hardware", "detect"},
-    "workbench.runs.event_types": {"FAILURES"}, "workbench.runs.events": {"describe"},
-    "workbench.orchestrate.launch": {"resume", "tune"}, "workbench.models.load": {"ModelInfo", "list_models"},
-    "workbench.results.noise": {"busy_warning"},
-    "workbench.results.recommend": {"Recommendation", "recommend_tuning_slice", "slowdown_matrix", "stands_for"},
-    "workbench.runs.run": {"Run", "list_runs", "open_run"}, "workbench.runs.progress": {"Overall"},
-    "workbench.spec": {"COST_MODELS", "DEFAULT_SWEEP", "STRATEGIES", "TARGETS", "Slice", "SpecError", "TuneSpec",
-                       "parse_slices"},
-    "workbench.runs.tables": {"budget_line", "time_line"},
-    "workbench.units": {"fmt_seconds", "fmt_us", "in_unit", "time_unit"},
-}
-
 
 @pytest.fixture
 def home(tmp_path, monkeypatch) -> str:
@@ -65,10 +52,11 @@ def test_import_workbench_does_not_import_ui() -> None:
 
 
 def test_widgets_only_use_public_engine_api() -> None:
-    """The UI takes the engine from one module (widgets/engine.py), which names every engine module and
-    name it uses; no widget module imports subprocess, TVM or multiprocessing."""
+    """The UI takes the engine from `workbench`'s public API alone (`workbench.__all__`, documented in its
+    docstring): no widget module imports a module inside `workbench`, nor subprocess, TVM or multiprocessing."""
     files = sorted((ROOT / "widgets").glob("*.py"))
     assert files
+    public = set(workbench.__all__)
     problems = []
     for path in files:
         tree = ast.parse(path.read_text(), filename=str(path))
@@ -77,18 +65,23 @@ def test_widgets_only_use_public_engine_api() -> None:
                 for alias in node.names:
                     if alias.name.split(".")[0] in ("subprocess", "tvm", "multiprocessing"):
                         problems.append(f"{path.name}:{node.lineno} imports {alias.name}")
-                    if alias.name.split(".")[0] == "workbench":
+                    if alias.name.startswith("workbench."):
                         problems.append(f"{path.name}:{node.lineno} imports engine module {alias.name}")
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                 root = node.module.split(".")[0]
                 if root in ("subprocess", "tvm", "multiprocessing"):
                     problems.append(f"{path.name}:{node.lineno} imports from {node.module}")
-                elif root == "workbench" and path.name != "engine.py":
-                    problems.append(f"{path.name}:{node.lineno} imports {node.module}: take it from widgets.engine")
-                elif root == "workbench":
-                    names = {a.name for a in node.names}
-                    if node.module not in ENGINE_API or names - ENGINE_API[node.module]:
-                        problems.append(f"engine.py:{node.lineno} imports {names} from {node.module}")
+                elif node.module != "workbench" and root == "workbench":
+                    problems.append(f"{path.name}:{node.lineno} imports {node.module}: take it from `workbench`")
+                elif node.module == "workbench" and {a.name for a in node.names} - public:
+                    problems.append(f"{path.name}:{node.lineno} imports {({a.name for a in node.names} - public)} "
+                                    "from workbench: not in its public API")
+        for node in ast.walk(tree):  # engine.NAME where `import workbench as engine`
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "engine"
+                    and node.attr not in public):
+                problems.append(f"{path.name}:{node.lineno} uses engine.{node.attr}: not in workbench's public API")
+    for name in public:
+        assert getattr(workbench, name) is not None, name
     assert not problems, "\n".join(problems)
 
 
@@ -452,7 +445,7 @@ def test_tune_on_raises_a_finished_runs_budget_from_the_form(home, sleeper) -> N
     more.click()  # no event loop here: the action runs at once
     assert p.run.id == run.id and p.run.wait(timeout=300) == "done", p.run.message
     again = workbench.open_run(run.id, home)
-    assert again.plan["budget"]["trials"] == 8 and again.results.trials_asked.iloc[0] == 8
+    assert again.plan.trials == 8 and again.results.trials_asked.iloc[0] == 8
     assert again.results.records.iloc[0] >= 8
     p.refresh(force=True)
     assert more.layout.display == "none"  # the form's 8 is the run's budget now

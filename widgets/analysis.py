@@ -9,7 +9,7 @@ import math
 
 import pandas as pd
 
-from .engine import (Recommendation, fmt_seconds, fmt_us, recommend_tuning_slice,  # noqa: F401 - the panel's names
+from workbench import (Recommendation, fmt_seconds, fmt_us, recommend_tuning_slice,  # noqa: F401 - the panel's names
                      slowdown_matrix, time_unit)
 
 

@@ -18,7 +18,7 @@ from plotly.subplots import make_subplots
 from traitlets import observe
 
 from .analysis import Recommendation, downsample, phase_spans
-from .engine import in_unit, time_unit
+from workbench import in_unit, time_unit
 from .tasks import MAX_TASK_TRACES, short_task
 
 PALETTE = qualitative.Plotly

@@ -19,8 +19,8 @@ from typing import Any
 
 import ipywidgets as W
 
-from . import engine
-from .engine import COST_MODELS, DEFAULT_SWEEP, STRATEGIES, TARGETS, parse_slices
+import workbench as engine
+from workbench import COST_MODELS, DEFAULT_SWEEP, STRATEGIES, TARGETS, parse_slices
 
 ONNX = "__onnx__"
 SPEC_FIELDS = ("model", "input_shape", "target", "slices", "servers", "shards", "trials", "trials_per_batch",

@@ -20,8 +20,8 @@ from IPython.display import display
 from IPython.utils.process import arg_split
 from traitlets import Bool, Float, Unicode
 
-from . import engine
-from .engine import SpecError, TuneSpec, cli
+import workbench as engine
+from workbench import SpecError, TuneSpec, add_tune_args, start_tune
 
 ACTIONS = ("panel", "attach", "runs", "stop")
 _LOADED: list["WorkbenchMagics"] = []
@@ -32,14 +32,14 @@ def _usage(err: SpecError) -> UsageError:
 
 
 class TuneParser(argparse.ArgumentParser):
-    """`%tune`'s options: those of `workbench tune` (`cli.add_tune_args`) plus --no-panel.
+    """`%tune`'s options: those of `workbench tune` (`workbench.add_tune_args`) plus --no-panel.
 
     Bad options raise UsageError naming the field; -h prints the help instead of exiting the kernel.
     """
 
     def __init__(self) -> None:
         super().__init__(prog="%tune", exit_on_error=False)
-        cli.add_tune_args(self)
+        add_tune_args(self)
         self.set_defaults(model=TuneSpec().model)  # unset options take TuneSpec's defaults, not the CLI's model
         self.add_argument("--no-panel", action="store_true", help="start the run without showing a panel")
 
@@ -141,7 +141,7 @@ class WorkbenchMagics(Magics):
         if args is None:
             return None
         try:
-            run = cli.start_tune(args, self.home)
+            run = start_tune(args, self.home)
         except SpecError as err:
             raise _usage(err) from None
         if self.show_panel and not args.no_panel:

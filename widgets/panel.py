@@ -18,7 +18,9 @@ from typing import Any
 
 import ipywidgets as W
 
-from . import engine, registry
+import workbench as engine
+
+from . import registry
 from .figures import make_live_figure, persist, reset_live_figure, update_live_figure
 from .form import SPEC_FIELDS, TuneForm
 from .progress import ShardBars
@@ -180,8 +182,8 @@ class Panel(ButtonActions, RunViews):
         self.run = run
         self._reset_run_state()
         plan = run.plan
-        self._run_trials = int((plan.get("budget") or {}).get("trials") or 0)  # its budget per tuning slice
-        self._run_tasks = len(plan.get("tasks") or [])  # a raise is capped at trials_per_task x these
+        self._run_trials = plan.trials if plan else 0  # its budget per tuning slice
+        self._run_tasks = len(plan.tasks) if plan else 0  # a raise is capped at trials_per_task x these
         self.bars.reset()
         self.task_table.reset()
         self._plan.value = ""

@@ -10,9 +10,9 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from . import engine
+import workbench as engine
 
-from .engine import parse_slices
+from workbench import parse_slices
 from .form import ERROR_FIELDS
 from .panel_views import RESUMABLE
 

@@ -7,9 +7,9 @@ import time
 
 import pandas as pd
 
-from . import engine
+import workbench as engine
 from .analysis import fmt_seconds, recommend_tuning_slice
-from .engine import FAILURES, describe, fmt_us, time_unit
+from workbench import FAILURES, describe_event, fmt_us, time_unit
 from .figures import make_sweep_figure, persist, update_sweep_figure
 from .form import field_name
 from .ran import ran_html
@@ -109,7 +109,7 @@ class RunViews:
                  "partial": "#ef6c00"}.get(status, "#1565c0")
         self._run_line = (parts, color)
         self._show_status()
-        plan = plan_html(run.plan.get("budget"), active=status in ACTIVE) + ran_html(run)
+        plan = plan_html(run.plan.budget if run.plan else None, active=status in ACTIVE) + ran_html(run)
         if self._plan.value != plan:
             self._plan.value = plan
 
@@ -194,7 +194,7 @@ class RunViews:
         if not errs:
             self._run_errors.value = ""
             return
-        lines = [f"<li>{html.escape(describe(e))}</li>" for e in errs[-5:]]
+        lines = [f"<li>{html.escape(describe_event(e))}</li>" for e in errs[-5:]]
         self._run_errors.value = (f"<div style='color:#c62828'><b>{len(errs)} errors/skips</b> (run.errors())"
                                   f"<ul style='margin:0'>{''.join(lines)}</ul></div>")
 

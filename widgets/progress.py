@@ -9,7 +9,7 @@ import ipywidgets as W
 import pandas as pd
 
 from .analysis import fmt_seconds, fmt_us, time_unit
-from .engine import Overall
+from workbench import Overall
 
 BAR_STYLE = {"running": "info", "planned": "", "finished": "success", "failed": "danger", "stopped": "warning",
              "done": "success", "partial": "warning", "crashed": "danger"}

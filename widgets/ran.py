@@ -3,23 +3,21 @@ values, which may have been changed since, or were never the run's)."""
 from __future__ import annotations
 
 import html
-from typing import Any
 
 import pandas as pd
 
-from . import engine
+import workbench as engine
 
 
 def _pct(values) -> str:
     return ", ".join(str(int(v)) for v in values) + " %"
 
 
-def ran_text(spec: "engine.TuneSpec", plan: dict[str, Any], sweep: pd.DataFrame, results: pd.DataFrame) -> str:
+def ran_text(spec: "engine.TuneSpec", plan: "engine.Plan | None", sweep: pd.DataFrame, results: pd.DataFrame) -> str:
     """'ran: 8 trials per slice, 2 shards, 1 server per slice, tuned at 50, 100 %; swept at 50, 100 % (50 %
     (1 of 2 cores) stands for 10, 20, 30, 50, 70 %)', then busy-machine warnings and the plan's notes."""
-    budget = plan.get("budget") or {}
-    trials = budget.get("trials", spec.trials)
-    shards = len(plan.get("shards") or []) or spec.shards
+    trials = plan.trials if plan else spec.trials
+    shards = (len(plan.shards) if plan else 0) or spec.shards
     words = [f"{trials} trials per slice" if trials is not None else "trials per slice unknown",
              f"{shards} shard{'s' if shards != 1 else ''}",
              f"{spec.servers} server{'s' if spec.servers != 1 else ''} per slice",
@@ -31,8 +29,8 @@ def ran_text(spec: "engine.TuneSpec", plan: dict[str, Any], sweep: pd.DataFrame,
             words[0] += f" (measured {', '.join(off)})"
     text = "ran: " + ", ".join(words)
     if len(sweep) and "inferred_at" in sweep:
-        ncores = (plan.get("target") or {}).get("num_cores")
-        merged = engine.stands_for(sweep, ncores if (plan.get("target") or {}).get("kind") != "cuda" else None)
+        cpu_cores = plan.target.num_cores if plan and plan.target.kind != "cuda" else None
+        merged = engine.stands_for(sweep, cpu_cores)
         text += f"; swept at {_pct(sorted(set(sweep['inferred_at'])))}" + (f" ({'; '.join(merged)})" if merged else "")
     elif spec.sweep_slices:
         text += f"; sweep at {_pct(spec.sweep_slices)} after tuning"
@@ -40,7 +38,7 @@ def ran_text(spec: "engine.TuneSpec", plan: dict[str, Any], sweep: pd.DataFrame,
         for r in results.to_dict("records"):
             warning = engine.busy_warning(r.get("busy_cores"))
             text += f"; slice {int(r['tuned_at'])} %: {warning}" if warning else ""
-    notes = [str(n) for n in plan.get("notes") or []]
+    notes = list(plan.notes) if plan else []
     return text + "".join(f". Note: {n}" for n in notes)
 
 

@@ -7,7 +7,7 @@ import weakref
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from . import engine
+    import workbench as engine
 
 
 class Panel(Protocol):

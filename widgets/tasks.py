@@ -1,7 +1,7 @@
 """Per-task views of a run: the compact task table, the plan line, and which tasks the live plot draws.
 
 All of it reads `Run.tasks()` (one row per (tuned_at, task): state, share of the model's default run
-time, default and best times, trials, which schedule the compiled model kept) and `Run.plan["budget"]`.
+time, default and best times, trials, which schedule the compiled model kept) and `Run.plan.budget`.
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 import ipywidgets as W
 import pandas as pd
 
-from .engine import describe_budget
+from workbench import Budget, describe_budget
 
 from .analysis import fmt_us, time_unit
 
@@ -41,8 +41,8 @@ def short_task(name: str, width: int = TASK_WIDTH) -> str:
 
 # -- the plan line ------------------------------------------------------------------------------------
 
-def plan_line(budget: dict | None, active: bool = True) -> str:
-    """The plan's one line (`workbench.budget.describe`, as the CLI prints it), from `Run.plan["budget"]`
+def plan_line(budget: Budget | None, active: bool = True) -> str:
+    """The plan's one line (`describe_budget`, as the CLI prints it), from `Run.plan.budget`
     ('' without one); 'plan: ...' once the run is over."""
     if not budget:
         return ""
@@ -50,7 +50,7 @@ def plan_line(budget: dict | None, active: bool = True) -> str:
     return text if active else f"plan: {text}"
 
 
-def plan_html(budget: dict | None, active: bool = True) -> str:
+def plan_html(budget: Budget | None, active: bool = True) -> str:
     """The plan line as the panel's status area shows it ('' without a budget)."""
     line = plan_line(budget, active)
     return f"<div style='font-size:90%;color:#555;padding:0 12px'>{html.escape(line)}</div>" if line else ""

@@ -1,35 +1,61 @@
 """Tuning Workbench: sliced, sharded TVM MetaSchedule tuning of whole models, from a notebook or a shell.
 
-The engine never imports the notebook UI (widgets/, the magics among it): `%load_ext workbench` reaches it
-through `load_ipython_extension` alone.
+The public API is the names below; the notebook UI (`widgets/`) uses these and nothing deeper. Most are loaded on
+first use, so `import workbench` stays light for the CLI and the magics, and never imports the UI:
+`%load_ext workbench` reaches it through `load_ipython_extension` alone.
+
+- Asking and running: `TuneSpec`, `Slice`, `SpecError`, `tune`, `resume`, `plan_run` (a `Plan`, nothing started),
+  `open_run`, `list_runs`, `Run`, `sweep`; `add_tune_args` and `start_tune` are the options of `workbench tune`,
+  shared with `%tune`.
+- What a run shows: `Plan`, `Budget` and `describe_budget`, `Overall`, `ClusterView`, `describe_event`, `FAILURES`
+  (event kinds that mean something failed), `budget_line` and `time_line` (one-line summaries).
+- Results: `Recommendation`, `recommend_tuning_slice`, `slowdown_matrix`, `stands_for`, `busy_warning`.
+- The host and the models: `detect_hardware`, `Hardware`, `list_models`, `ModelInfo`, `workbench_home`.
+- Choices and formats: `COST_MODELS`, `STRATEGIES`, `TARGETS`, `DEFAULT_SWEEP`, `parse_slices`; `fmt_seconds`,
+  `fmt_us`, `in_unit`, `time_unit` (times as people read them).
 """
 from __future__ import annotations
 
-from workbench.hardware import Hardware, detect as detect_hardware
+import importlib
+
+from workbench.hardware import Hardware
+from workbench.hardware import detect as detect_hardware
 from workbench.models.load import ModelInfo, list_models
-from workbench.spec import Slice, SpecError, TuneSpec, workbench_home
+from workbench.spec import (COST_MODELS, DEFAULT_SWEEP, STRATEGIES, TARGETS, Slice, SpecError, TuneSpec, parse_slices,
+                            workbench_home)
+from workbench.units import fmt_seconds, fmt_us, in_unit, time_unit
 
 __version__ = "0.1.0"
 
-__all__ = ["TuneSpec", "Slice", "SpecError", "Run", "tune", "resume", "open_run", "list_runs", "list_models",
-           "ModelInfo", "detect_hardware", "Hardware", "sweep", "workbench_home", "plan_run",
-           "load_ipython_extension", "unload_ipython_extension"]
+# Loaded on first use (they pull in pandas or the CLI): public name -> "module:attribute".
+_LAZY = {
+    "tune": "workbench.orchestrate.launch:tune", "resume": "workbench.orchestrate.launch:resume",
+    "plan_run": "workbench.orchestrate.launch:plan_run",
+    "Run": "workbench.runs.run:Run", "open_run": "workbench.runs.run:open_run", "list_runs": "workbench.runs.run:list_runs",
+    "sweep": "workbench.results.sweep:sweep_run",
+    "Plan": "workbench.plan.plan:Plan", "Budget": "workbench.plan.budget:Budget",
+    "describe_budget": "workbench.plan.budget:describe",
+    "Overall": "workbench.runs.progress:Overall", "ClusterView": "workbench.runs.cluster_view:ClusterView",
+    "describe_event": "workbench.runs.events:describe", "FAILURES": "workbench.runs.event_types:FAILURES",
+    "budget_line": "workbench.runs.tables:budget_line", "time_line": "workbench.runs.tables:time_line",
+    "Recommendation": "workbench.results.recommend:Recommendation",
+    "recommend_tuning_slice": "workbench.results.recommend:recommend_tuning_slice",
+    "slowdown_matrix": "workbench.results.recommend:slowdown_matrix",
+    "stands_for": "workbench.results.recommend:stands_for", "busy_warning": "workbench.results.noise:busy_warning",
+    "add_tune_args": "workbench.cli.main:add_tune_args", "start_tune": "workbench.cli.main:start_tune",
+}
+
+__all__ = ["TuneSpec", "Slice", "SpecError", "Hardware", "detect_hardware", "ModelInfo", "list_models",
+           "workbench_home", "COST_MODELS", "DEFAULT_SWEEP", "STRATEGIES", "TARGETS", "parse_slices", "fmt_seconds",
+           "fmt_us", "in_unit", "time_unit", *_LAZY, "load_ipython_extension", "unload_ipython_extension"]
 
 
 def __getattr__(name: str):
-    # Run, tune and friends pull in pandas; keep `import workbench` light for the CLI and magics.
-    if name in ("tune", "resume", "plan_run"):
-        from workbench.orchestrate import launch
-
-        return getattr(launch, name)
-    if name in ("Run", "open_run", "list_runs"):
-        from workbench.runs import run
-
-        return getattr(run, name)
-    if name == "sweep":
-        from workbench.results.sweep import sweep_run
-
-        return sweep_run
+    if name in _LAZY:
+        module, attr = _LAZY[name].split(":")
+        value = getattr(importlib.import_module(module), attr)
+        globals()[name] = value
+        return value
     raise AttributeError(f"module 'workbench' has no attribute {name!r}")
 
 

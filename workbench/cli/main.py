@@ -16,6 +16,7 @@ from workbench.procs import ProcessError
 from workbench.spec import LOOPBACK, SpecError, TuneSpec, cli_options, exposure_warning
 from workbench.runs.task_table import SORTS
 from workbench.units import fmt_us
+from workbench.plan.plan import Plan
 
 TOP_TASKS = 15  # tasks listed by `show` and after a run, unless --all-tasks
 
@@ -69,7 +70,7 @@ def start_tune(args: argparse.Namespace, home: str | None) -> Run:
         print(f"note: {note}", flush=True)
     run = tune(spec, home=home, runner=args.runner, builder=args.builder, sessions=args.sessions,
                first_round=args.first_round)
-    for note in run.plan["notes"]:  # the plan's own: what the tracker's servers said of their slice, the cost model
+    for note in run.plan.notes:  # the plan's own: what the tracker's servers said of their slice, the cost model
         if note not in said:
             print(f"note: {note}", flush=True)
     return run
@@ -227,7 +228,7 @@ def busy_lines(df, key: str, label: str) -> list[str]:
             for row in df.to_dict("records") if is_busy(row.get("busy_cores"))]
 
 
-def sweep_lines(sweep, plan: dict, untuned=None) -> str:
+def sweep_lines(sweep, plan: Plan | None, untuned=None) -> str:
     """The sweep as a tuned-at x inferred-at table of median ± IQR, what merged slices stand for, busy
     warnings and the recommendation (against `untuned`, the untuned build's sweep, where given)."""
     from workbench.results.recommend import recommend_tuning_slice, stands_for
@@ -236,9 +237,8 @@ def sweep_lines(sweep, plan: dict, untuned=None) -> str:
         sweep.latency_ms_median, sweep.get("latency_ms_iqr", [None] * len(sweep)))])
     table = cells.pivot_table(index="tuned_at", columns="inferred_at", values="cell", aggfunc="last")
     lines = ["latency (ms, median ± IQR), tuned at (rows) x inferred at (columns):", table.to_string()]
-    target = plan.get("target") or {}
-    lines += [f"on this CPU {s}" for s in stands_for(sweep, target.get("num_cores") if target.get("kind") != "cuda"
-                                                      else None)]
+    cpu_cores = plan.target.num_cores if plan and plan.target.kind != "cuda" else None
+    lines += [f"on this CPU {s}" for s in stands_for(sweep, cpu_cores)]
     busy = sweep.assign(label=[f"sweep tuned at {t} %, inferred at {i} %" for t, i in zip(sweep.tuned_at,
                                                                                           sweep.inferred_at)])
     lines += [f"WARNING: {row['label']}: {busy_warning(row['busy_cores'])}" for row in busy.to_dict("records")
@@ -295,7 +295,7 @@ def dispatch(args: argparse.Namespace) -> int:
         t0 = time.time()
         run = start_tune(args, home)
         print(f"planned in {time.time() - t0:.1f} s; run {run.id} in {run.dir}", flush=True)
-        print(f"plan: {budget.describe(run.plan['budget'])}", flush=True)
+        print(f"plan: {budget.describe(run.plan.budget)}", flush=True)
         return 0 if args.detach else _follow(run)
     run = open_run(args.run, home)
     if args.command == "show" and args.follow:
@@ -343,7 +343,7 @@ def dispatch(args: argparse.Namespace) -> int:
         slices = parse_slices(args.slices, "slices")
         if run.status == "running":
             raise SpecError("run", f"run {run.id} is still running; sweep it when it has finished")
-        note = slice_notes((), slices, run.plan["target"]["kind"], len(os.sched_getaffinity(0)))
+        note = slice_notes((), slices, run.plan.target.kind, len(os.sched_getaffinity(0)))
         for line in note:
             print(f"note: {line}", flush=True)
         df = sweep_run(run.dir, list(slices))

@@ -14,12 +14,15 @@ import time
 
 from workbench.orchestrate import diskspace
 from workbench.runs import store
-from workbench.runs.event_types import FinishRequested, Launched, RunFinished
-from workbench.runs.events import EventWriter
+from workbench.runs.event_types import FinishRequested, Launched
+from workbench.runs.events import EventReader
 from workbench.hardware import check_sweep_here, detect
 from workbench.servers.mps import MpsDaemon
-from workbench.procs import group_alive, stop_group
+from workbench.procs import ProcessError, group_alive, stop_group, tail
 from workbench.spec import SpecError, parse_slices
+
+
+LAUNCH_TIMEOUT_S = 60.0  # a supervisor writes its first event before it imports TVM: well under a second
 
 
 def spawn_detached(argv: list[str], log_path: str, env: dict[str, str] | None = None) -> int:
@@ -39,16 +42,29 @@ def _record_pid(run_dir: str, role: str, pid: int) -> int:
     return pid
 
 
-def start_supervisor(run_dir: str, resume: bool = False, trials: int | None = None) -> int:
-    """Start `python -m workbench.orchestrate.supervisor RUN_DIR` detached; its pid is kept in procs.json. `trials`: the budget
-    per tuning slice a resume raised the run to (the plan already says it; the event tells the log)."""
-    # Marks the (re)start at once, so that a Run opened now does not read an older run_finished as its end.
-    EventWriter(store.RunDir(run_dir).events_file, "launcher").emit(Launched(resume=resume, trials=trials))
+def start_supervisor(run_dir: str, resume: bool = False, trials: int | None = None,
+                     timeout: float = LAUNCH_TIMEOUT_S) -> int:
+    """Start `python -m workbench.orchestrate.supervisor RUN_DIR` detached; its pid is kept in procs.json. `trials`:
+    the budget per tuning slice a resume raised the run to (the plan already says it; the event tells the log).
+
+    Returns once the supervisor has written its `launched` event, so that a Run opened now never reads an older
+    run_finished as its end; ProcessError with its log's tail when it dies or stays silent for `timeout` s."""
+    folder = store.RunDir(run_dir)
     diskspace.reserve_space(run_dir)  # the supervisor frees it at the end: room for its last events on a full disk
     env = dict(os.environ)
     env["PYTHONUNBUFFERED"] = "1"
-    argv = [sys.executable, "-m", "workbench.orchestrate.supervisor", run_dir] + (["--resume"] if resume else [])
-    return _record_pid(run_dir, "supervisor", spawn_detached(argv, store.RunDir(run_dir).log("supervisor"), env))
+    argv = [sys.executable, "-m", "workbench.orchestrate.supervisor", run_dir]
+    argv += (["--resume"] if resume else []) + (["--trials", str(trials)] if trials is not None else [])
+    pid = _record_pid(run_dir, "supervisor", spawn_detached(argv, folder.log("supervisor"), env))
+    reader = EventReader(folder.events_file)
+    deadline = time.monotonic() + timeout
+    while not any(isinstance(e, Launched) and e.pid == pid for e in reader.read_new()):
+        if not group_alive(pid) or time.monotonic() > deadline:
+            why = "exited" if not group_alive(pid) else f"wrote nothing in {timeout:.0f} s"
+            raise ProcessError(f"the run's supervisor (pid {pid}) {why}; its log ends: "
+                               f"{tail(folder.log('supervisor'), 5)}")
+        time.sleep(0.05)
+    return pid
 
 
 def start_sweep(run, slices: list[int]) -> int:
@@ -61,15 +77,17 @@ def start_sweep(run, slices: list[int]) -> int:
     if not len(run.results):
         raise SpecError("run", f"run {run.id} has no tuned model to sweep")
     if run.spec.tracker:
-        check_sweep_here(run.plan["target"]["kind"], detect(), run.spec.tracker)
+        check_sweep_here(run.plan.target.kind, detect(), run.spec.tracker)
     argv = [sys.executable, "-m", "workbench.results.sweep", run.dir, ",".join(map(str, slices))]
     return _record_pid(run.dir, "sweeper", spawn_detached(argv, store.RunDir(run.dir).log("sweep"), dict(os.environ)))
 
 
 def stop_run(run_dir: str, timeout: float = 5.0) -> None:
     """Ask the supervisor to stop everything (SIGTERM); after `timeout`, stop by force every process group and
-    MPS daemon the run's registry names."""
+    MPS daemon the run's registry names. The request is recorded (requests.json): a supervisor stopped by force
+    cannot write its own end, and the run then reads as stopped, not crashed."""
     folder = store.RunDir(run_dir)
+    folder.record_request("stop")
     pid = folder.procs().get("supervisor")
     if pid and group_alive(pid):
         # The supervisor alone: it stops its children in order (a LocalCluster's workers share its group).
@@ -84,16 +102,16 @@ def stop_run(run_dir: str, timeout: float = 5.0) -> None:
             stop_group(pgid, term_timeout=0.5, kill_timeout=1.0)
     for d in procs.get("mps_daemons") or []:
         MpsDaemon.from_dict(d).stop()
+    diskspace.release_space(run_dir)  # a supervisor stopped by force leaves its reserve behind
 
 
-def record_stopped(run_dir: str) -> None:
-    """The end event of a run whose supervisor was stopped by force before it could write its own."""
-    diskspace.release_space(run_dir)  # room for the last event on a full disk
-    EventWriter(store.RunDir(run_dir).events_file, "run").emit(
-        RunFinished(status="stopped", message="stopped (supervisor did not finish on its own)"))
-
-
-def request_finish(run_dir: str, pid: int) -> None:
-    """Ask supervisor `pid` to end tuning now and finish the stage with the best records so far."""
-    EventWriter(store.RunDir(run_dir).events_file, "run").emit(FinishRequested())
+def request_finish(run_dir: str, pid: int, timeout: float = 5.0) -> None:
+    """Ask supervisor `pid` to end tuning now and finish the stage with the best records so far; returns once it
+    has recorded the request (its `finish_requested` event), or after `timeout` s."""
+    reader = EventReader(store.RunDir(run_dir).events_file)
+    reader.read_new()
     os.kill(pid, signal.SIGUSR1)  # the supervisor alone: it stops its clients and finishes the stage
+    deadline = time.monotonic() + timeout
+    while (not any(isinstance(e, FinishRequested) for e in reader.read_new()) and group_alive(pid)
+           and time.monotonic() < deadline):
+        time.sleep(0.05)

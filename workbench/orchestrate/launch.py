@@ -18,7 +18,8 @@ from workbench.orchestrate.control import start_supervisor
 from workbench.results.finish import repair_databases
 from workbench.tuning.options import EngineOptions
 from workbench.servers.pool import answering_tracker, tracker_cuda_arch, tracker_servers
-from workbench.plan.tasks import Shard, TaskInfo, extract_tasks, plan_shards, raised_shards, task_info
+from workbench.plan.plan import Plan, PlannedTask
+from workbench.plan.tasks import extract_tasks, plan_shards, raised_shards, task_info
 from workbench.servers.slices import slice_notes
 from workbench.spec import SpecError, TuneSpec, parse_tracker
 
@@ -63,7 +64,7 @@ DEFAULT_SLICES = next(f.default for f in dataclasses.fields(TuneSpec) if f.name 
 
 
 def plan_run(spec: TuneSpec, hw: Hardware | None = None, options: EngineOptions | None = None,
-             servers: dict | None = None) -> dict:
+             servers: dict | None = None) -> Plan:
     """Resolve the target, extract the model's tasks and split them into shards (raises SpecError). `servers`: what
     a `--tracker` run's servers have (`ask_tracker`), where already read."""
     options = options or EngineOptions()
@@ -101,10 +102,9 @@ def plan_run(spec: TuneSpec, hw: Hardware | None = None, options: EngineOptions 
     notes = [] if spec.tracker else slice_notes(spec.slices, spec.sweep_slices, kind, tspec.num_cores)
     cost_note = cost_model_note(spec, [s.trials for s in shards])
     notes += [cost_note] if cost_note else []
-    rows = [{**dataclasses.asdict(t), "cost": t.cost, "plan": "tune" if t.name in tuned else "default"} for t in tasks]
-    return {"target": tspec.to_dict(), "tasks": rows, "budget": budget.to_dict(),
-            "shards": [s.to_dict() for s in shards], **options.resolved(kind).to_dict(), "gpus": gpus, "input_shape": list(model.input_shape), "dtype": model.dtype,
-            "notes": notes, **({"tracker_servers": servers} if servers else {})}
+    return Plan(target=tspec, tasks=tuple(PlannedTask.of(t, t.name in tuned) for t in tasks), budget=budget,
+                shards=tuple(shards), options=options.resolved(kind), gpus=tuple(gpus),
+                input_shape=tuple(model.input_shape), dtype=model.dtype, notes=tuple(notes), tracker_servers=servers or None)
 
 
 def tune(spec: TuneSpec | None = None, *, home: str | None = None, runner: str | None = None,
@@ -118,11 +118,11 @@ def tune(spec: TuneSpec | None = None, *, home: str | None = None, runner: str |
     servers = ask_tracker(spec, hw)
     spec, notes = tracker_slices(spec, servers)
     plan = plan_run(spec, hw, options=options, servers=servers)
-    plan["notes"] = notes + plan["notes"]
+    plan = plan.replace(notes=(*notes, *plan.notes))
     run_id, run_dir = store.new_run_dir(spec, home)
     folder = store.RunDir(run_dir)
-    folder.write(store.SPEC_FILE, dataclasses.asdict(spec))
-    folder.write(store.PLAN_FILE, plan)
+    folder.write_spec(spec)
+    folder.write_plan(plan)
     start_supervisor(run_dir)
     return Run(run_dir)
 
@@ -136,7 +136,7 @@ def resume(run: str | Run, home: str | None = None, trials: int | None = None) -
     r = run if isinstance(run, Run) else Run(store.find_run_dir(run, home))
     if r.status == "running":
         raise SpecError("run", f"run {r.id} is still running")
-    if trials is not None and r.status != "done" and trials == int(r.plan["budget"]["trials"]):
+    if trials is not None and r.status != "done" and trials == r.plan.trials:
         trials = None  # the budget it was stopped on (a raise cut short, say): go on to it
     if trials is None and r.status == "done":
         return r  # nothing left to tune: `resume` of a finished run changes nothing
@@ -149,43 +149,42 @@ def resume(run: str | Run, home: str | None = None, trials: int | None = None) -
     diskspace.ensure_free_space(r.dir)
     repair_databases(r.dir)
     if trials is not None:
-        folder.write(store.SPEC_FILE, dataclasses.asdict(spec))
-        folder.write(store.PLAN_FILE, plan)
-    start_supervisor(r.dir, resume=True, trials=plan["budget"]["trials"] if trials is not None else None)
+        folder.write_spec(spec)
+        folder.write_plan(plan)
+    start_supervisor(r.dir, resume=True, trials=plan.trials if trials is not None else None)
     return Run(r.dir)
 
 
-def more_trials(spec: TuneSpec, plan: dict, trials: int, swept: set[int] | frozenset[int] = frozenset()
-                ) -> tuple[TuneSpec, dict]:
+def more_trials(spec: TuneSpec, plan: Plan, trials: int, swept: set[int] | frozenset[int] = frozenset()
+                ) -> tuple[TuneSpec, Plan]:
     """The spec and plan of a run whose budget per tuning slice is raised to `trials`, sweeping `swept` (the slices
     swept so far) again with its own sweep slices. SpecError, naming `trials`, when that is no raise or would leave
     a tuned task untuned."""
-    had = int(plan["budget"]["trials"])
+    had = plan.trials
     if isinstance(trials, bool) or not isinstance(trials, int) or trials <= had:
         raise SpecError("trials", f"must be a whole number above the run's {had} trials per tuning slice (the budget "
                                   f"it already has); got {trials!r}")
     spec = spec.replace(trials=trials, sweep_slices=tuple(sorted(set(spec.sweep_slices) | set(swept))))
-    tasks = [TaskInfo(t["name"], t["weight"], t["flops"], t["bytes"]) for t in plan["tasks"]]
-    budget = plan_budget(tasks, spec, target=plan.get("target", {}).get("kind"), keep=len(plan["budget"]["tuned"]))
+    tasks = [t.info for t in plan.tasks]
+    budget = plan_budget(tasks, spec, target=plan.target.kind, keep=len(plan.tuned))
     if budget.trials <= had:
         raise SpecError("trials", f"trials_per_task={spec.trials_per_task} caps the budget at {budget.trials} trials "
                                   f"per tuning slice, which the run already has; got {trials}")
-    if not set(plan["budget"]["tuned"]) <= set(budget.tuned):  # the old budget was below a batch per shard
-        raise SpecError("trials", f"the run was planned in batches of {plan['budget']['batch']} (below a batch per "
+    if not set(plan.tuned) <= set(budget.tuned):  # the old budget was below a batch per shard
+        raise SpecError("trials", f"the run was planned in batches of {plan.budget.batch} (below a batch per "
                                   f"shard); {trials} trials would plan batches of {budget.batch} and tune "
-                                  f"{len(budget.tuned)} of its {plan['budget']['tasks_tuned']} tuned tasks: start a "
+                                  f"{len(budget.tuned)} of its {plan.budget.tasks_tuned} tuned tasks: start a "
                                   "new run with that budget")
     by_name = {t.name: t for t in tasks}
     shards = plan_shards([by_name[n] for n in budget.tuned], spec.shards, budget.trials, per_task=budget.batch,
                          defaults=[by_name[n] for n in budget.default])
     # The tuned tasks are a cost-ranked prefix and shards are filled costliest task first, so a larger budget that
     # keeps every tuned task only adds tasks to shards: every shard database still holds its own tasks' records.
-    old = [Shard.from_dict(s) for s in plan["shards"]]
+    old = list(plan.shards)
     shards = raised_shards(old, shards, max(0, budget.trials - sum(s.trials for s in old)), budget.batch)
     tuned = set(budget.tuned)
-    rows = [{**t, "plan": "tune" if t["name"] in tuned else "default"} for t in plan["tasks"]]
-    was = cost_model_note(spec, [int(s["trials"]) for s in plan["shards"]])
+    rows = tuple(dataclasses.replace(t, plan="tune" if t.name in tuned else "default") for t in plan.tasks)
+    was = cost_model_note(spec, [s.trials for s in plan.shards])
     now = cost_model_note(spec, [s.trials for s in shards])
-    notes = [n for n in plan.get("notes", []) if n != was] + ([now] if now else [])
-    return spec, {**plan, "tasks": rows, "budget": budget.to_dict(), "shards": [s.to_dict() for s in shards],
-                  "notes": notes}
+    notes = tuple(n for n in plan.notes if n != was) + ((now,) if now else ())
+    return spec, plan.replace(tasks=rows, budget=budget, shards=tuple(shards), notes=notes)

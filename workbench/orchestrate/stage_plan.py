@@ -63,15 +63,14 @@ def client_resources(spec: TuneSpec, ncores: int, searching: int | None = None) 
 
 def still_searching(folder: RunDir, tuned_at: int, shards: list[Shard]) -> int:
     """How many shards have trials left: a resumed stage's shards whose databases already hold their budget only
-    confirm it and exit, so the cores go to the others (2026-12-02: a resumed resnet18:16 stage waited minutes on
-    one shard searching on 4 of the H200's 16 cores, the other 12 idle)."""
+    confirm it and exit, so the cores go to the others (otherwise a resumed stage can wait minutes on
+    one shard searching on a quarter of the host's cores and the rest idle)."""
     return sum(1 for s in shards if folder.shard_records(tuned_at, s.index) < s.trials) or len(shards)
 
 
-def stage_plan(folder: RunDir, spec: TuneSpec, plan: dict, target: TargetSpec, options: EngineOptions,
+def stage_plan(folder: RunDir, spec: TuneSpec, shards: tuple[Shard, ...], target: TargetSpec, options: EngineOptions,
                tuned_at: int, host: SliceHost, tracker: tuple[str, int, str]) -> StagePlan:
-    """The servers and clients that tune at `tuned_at`; `tracker` is (host, port, stage key)."""
-    shards = [Shard.from_dict(d) for d in plan["shards"]]
+    """The servers and clients that tune at `tuned_at` (the plan's `shards`); `tracker` is (host, port, stage key)."""
     servers: tuple[WantedServer, ...] = ()
     if not options.local_runner and not spec.tracker:
         placement = place_servers(spec.servers, host.gpus) if target.kind == "cuda" else [None] * spec.servers

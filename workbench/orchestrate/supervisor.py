@@ -9,6 +9,8 @@ notebook kernel may restart meanwhile; the run goes on.
 """
 from __future__ import annotations
 
+import argparse
+import contextlib
 import json
 import os
 import signal
@@ -18,8 +20,8 @@ import traceback
 
 from workbench.orchestrate import diskspace
 from workbench.runs import store
-from workbench.runs.event_types import (Error, HardwareFound, MpsStatus, Phase, RunFinished, RunStarted,
-                          ServerReady, ShardFailed, ShardFinished, ShardPlanned, StageSkipped)
+from workbench.runs.event_types import (Error, FinishRequested, HardwareFound, Launched, MpsStatus, Phase, RunFinished,
+                          RunStarted, ShardFailed, ShardFinished, ShardPlanned, StageSkipped)
 from workbench.runs.events import EventWriter
 from workbench.hardware import GpuInfo, TargetSpec, detect
 from workbench.servers.mps import MpsDaemon, start_daemons
@@ -46,9 +48,12 @@ class Supervisor:
         self.folder = store.RunDir(run_dir)
         self.resume = resume
         self.spec = self.folder.read_spec()
-        self.plan = self.folder.read_plan()
-        self.target = TargetSpec.from_dict(self.plan["target"])
-        self.options = EngineOptions.from_plan(self.plan)
+        plan = self.folder.read_plan()
+        if plan is None:
+            raise SystemExit(f"{run_dir} has no plan.json: not a run folder the launcher finished writing")
+        self.plan = plan
+        self.target = plan.target
+        self.options = plan.options
         self.events = EventWriter(self.folder.events_file, "supervisor")
         self.hw = detect()
         self.cores = sorted(os.sched_getaffinity(0))
@@ -75,7 +80,7 @@ class Supervisor:
 
     @property
     def gpus(self) -> list[int]:
-        return list(self.plan.get("gpus") or [0])
+        return list(self.plan.gpus or [0])
 
     def _gpu(self, gpu: int) -> GpuInfo | None:
         return self.hw.gpus[gpu] if gpu < len(self.hw.gpus) else None
@@ -145,6 +150,9 @@ class Supervisor:
         self.stop_requested = True
 
     def _on_finish(self, signum, frame) -> None:  # noqa: ARG002
+        if not self.finishing:
+            with contextlib.suppress(OSError):  # a full disk: finishing goes on without the record
+                self.events.emit(FinishRequested())
         self.finishing = True
 
     def _start_shared(self) -> None:
@@ -234,7 +242,7 @@ class Supervisor:
                 self.pool.key = f"{self.base_key}-{tuned_at}"
             tracker = (*self.pool.tracker_addr, self.pool.key)
             self._phase("servers", tuned_at=tuned_at)
-        want = stage_plan(self.folder, self.spec, self.plan, self.target, self.options, tuned_at, self._host(),
+        want = stage_plan(self.folder, self.spec, self.plan.shards, self.target, self.options, tuned_at, self._host(),
                           tracker)
         started = self._reconcile_servers(want)
         self._phase("tuning", tuned_at=tuned_at)
@@ -242,7 +250,7 @@ class Supervisor:
         if started:
             self._report_ready(tuned_at, started)
         elif self.spec.tracker:
-            self.events.emit(external_ready(tuned_at, self.spec.tracker, self.plan.get("tracker_servers") or {}))
+            self.events.emit(external_ready(tuned_at, self.spec.tracker, dict(self.plan.tracker_servers or {})))
         self._wait_clients(tuned_at, want)
         self._reconcile(NOTHING)
         self._finish_stage(tuned_at, [w.shard for w in want.clients])
@@ -303,7 +311,7 @@ class Supervisor:
         if self.finishing:
             repair_databases(self.run_dir)  # a client stopped mid-write leaves at most one torn record
         finish_stage(self.run_dir, self.spec, self.target, tuned_at, shards, self.events, self._phase, self._host(),
-                     self.env, int(self.plan.get("budget", {}).get("trials", 0)), early=self.finishing)
+                     self.env, self.plan.trials, early=self.finishing)
 
     def _cleanup(self) -> None:
         self.launcher.close()  # a cluster's clients all at once, then its client and LocalCluster
@@ -316,12 +324,17 @@ class Supervisor:
 
 
 def main(argv: list[str] | None = None) -> None:
-    argv = sys.argv[1:] if argv is None else argv
-    resume = "--resume" in argv
-    args = [a for a in argv if a != "--resume"]
-    if len(args) != 1:
-        sys.exit("usage: python -m workbench.orchestrate.supervisor RUN_DIR [--resume]")
-    status = Supervisor(os.path.abspath(args[0]), resume=resume).run()
+    parser = argparse.ArgumentParser(prog="python -m workbench.orchestrate.supervisor")
+    parser.add_argument("run_dir")
+    parser.add_argument("--resume", action="store_true")
+    parser.add_argument("--trials", type=int, default=None, help="the budget per tuning slice a resume raised to")
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    run_dir = os.path.abspath(args.run_dir)
+    # First, before anything can fail: the launcher waits for this line, and a Run opened from now on takes no
+    # older run_finished as this launch's end.
+    EventWriter(store.RunDir(run_dir).events_file, "supervisor").emit(
+        Launched(resume=args.resume, trials=args.trials, pid=os.getpid()))
+    status = Supervisor(run_dir, resume=args.resume).run()
     sys.exit(0 if status in ("done", "partial", "stopped") else 1)
 
 

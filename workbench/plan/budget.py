@@ -59,7 +59,7 @@ class Budget:
     trials_per_task: int | None  # cap per task, when the user thinks per task
     tuned: tuple[str, ...]  # tasks that get tuned, costliest first
     default: tuple[str, ...]  # tasks left on their default schedule (outside the budget)
-    tuned_cost_share: float  # the tuned tasks' share of the model's estimated cost
+    tuned_cost_share: float | None  # the tuned tasks' share of the model's estimated cost (None: not estimated)
     asked: int | None  # the trials the user gave (None: derived)
     selection: str = SELECTION
     later_batches: tuple[float, ...] | None = None  # LATER_BATCH_WORTH where batches go by worth, else None
@@ -71,9 +71,33 @@ class Budget:
                  later_batches=list(self.later_batches) if self.later_batches else None)
         return d
 
+    @classmethod
+    def from_dict(cls, d: dict) -> Budget:
+        """What `to_dict` wrote (its counts are derived, so they are not read back)."""
+        later = d.get("later_batches")
+        return cls(trials=int(d["trials"]), batch=int(d["batch"]), batch_asked=int(d.get("batch_asked", d["batch"])),
+                   trials_per_task=d.get("trials_per_task"), tuned=tuple(d.get("tuned") or ()),
+                   default=tuple(d.get("default") or ()), tuned_cost_share=d.get("tuned_cost_share"),
+                   asked=d.get("asked"), selection=d.get("selection", SELECTION),
+                   later_batches=tuple(later) if later else None)
 
-def describe(budget: dict) -> str:
+    @property
+    def tasks_tuned(self) -> int:
+        return len(self.tuned)
+
+    @property
+    def tasks_default(self) -> int:
+        return len(self.default)
+
+    @property
+    def tasks_total(self) -> int:
+        return len(self.tuned) + len(self.default)
+
+
+def describe(budget: Budget | dict) -> str:
     """One line for the CLI and the panel, from a plan's `budget`."""
+    if isinstance(budget, Budget):
+        budget = budget.to_dict()
     default, n = budget["tasks_default"], budget["tasks_total"]
     share = budget.get("tuned_cost_share")
     cost = f": {100 * (1 - share):.0f} % of the estimated cost" if share is not None else ""

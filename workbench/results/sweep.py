@@ -134,7 +134,7 @@ def sweep_run(run_dir: str, slices: list[int], host: SliceHost | None = None, ev
 
     folder = store.RunDir(run_dir)
     spec, plan = folder.read_spec(), folder.read_plan()
-    target = TargetSpec.from_dict(plan["target"])
+    target = plan.target
     events = events or EventWriter(folder.events_file, "sweep")
     libs = {str(p): folder.tuned_lib(p) for p in spec.slices}
     libs = {k: v for k, v in libs.items() if os.path.exists(v)}
@@ -143,7 +143,7 @@ def sweep_run(run_dir: str, slices: list[int], host: SliceHost | None = None, ev
     timed_libs = {**libs, UNTUNED: folder.untuned_lib} if os.path.exists(folder.untuned_lib) else libs
     own_daemons = {}
     if host is None:
-        gpus = tuple(plan.get("gpus") or [0])
+        gpus = plan.gpus or (0,)
         host = standalone_host(target, gpus, folder.mps_root(gpus[0], "sweep"), slices, events, spec.pinned_mem_mb)
         own_daemons = dict(host.daemons)
     model = load_model(spec.model, spec.input_shape)

@@ -63,10 +63,11 @@ class ShardEvent(SliceEvent):
 
 @dataclass(frozen=True, kw_only=True)
 class Launched(Event):
-    """The launcher started a supervisor (a run opened now must not take an older run_finished as its end)."""
+    """A supervisor began, its first event (a run opened now must not take an older run_finished as its end)."""
     KIND = "launched"
     resume: bool = False
     trials: int | None = None  # a resume that raised the budget per tuning slice: to this many trials
+    pid: int | None = None  # the supervisor's
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -279,7 +280,7 @@ class Batch(ShardEvent):
 
 @dataclass(frozen=True, kw_only=True)
 class FinishRequested(Event):
-    """Run.finish: end tuning now."""
+    """Run.finish asked the supervisor to end tuning now; the supervisor records it."""
     KIND = "finish_requested"
 
 

@@ -16,6 +16,7 @@ from workbench.runs.event_types import (TERMINAL, Batch, Compiled, Event, Finish
                           Verified)
 from workbench.spec import TuneSpec
 from workbench.units import fmt_seconds
+from workbench.plan.plan import Plan
 
 RATE_WINDOW_S = 300.0  # the trials/s rate is measured over the last 5 minutes of tuning
 FINISH_STEPS = (Merged, Compiled, Verified, Timed)  # a slice's finishing steps: one unit of overall progress each
@@ -210,16 +211,16 @@ def _rate(k: _Tally) -> tuple[float | None, float]:
     return (trials / span if trials and span > 0 else None), span
 
 
-def overall(events: list[Event], plan: dict, spec: TuneSpec, status: str, now: float | None = None) -> Overall:
+def overall(events: list[Event], plan: Plan | None, spec: TuneSpec, status: str, now: float | None = None) -> Overall:
     """The run's overall progress (see `Overall`); `status` is `Run.status`, `now` the clock (default: time.time())."""
     now = time.time() if now is None else now
     k = _tally(events)
     slices = list(spec.slices)
-    per_slice = sum(int(s.get("trials") or 0) for s in plan.get("shards") or []) or spec.trials
+    per_slice = (sum(s.trials for s in plan.shards) if plan else 0) or spec.trials
     total = per_slice * len(slices)
     done = min(total, sum(min(d, k.budgets.get(key, d)) for key, d in k.done.items()))
     rate, span = _rate(k)
-    n_tasks = len(plan.get("tasks") or []) or 1
+    n_tasks = (len(plan.tasks) if plan else 0) or 1
     if k.finish_s:
         finish_s, basis = sum(k.finish_s.values()) / len(k.finish_s), "measured"
         finish_note = (f"finishing a slice (merge, compile, verify, time) takes ~{fmt_seconds(finish_s)}, as measured "

@@ -22,6 +22,7 @@ from workbench.procs import group_alive
 from workbench.runs.progress import Overall, overall, shard_progress
 from workbench.spec import SpecError, TuneSpec
 from workbench.runs.tables import budget_history, events_table, results_table, time_spent
+from workbench.plan.plan import Plan
 
 
 class Run:
@@ -39,7 +40,8 @@ class Run:
 
     # -- events ----------------------------------------------------------------------------------
     @property
-    def plan(self) -> dict:
+    def plan(self) -> Plan | None:
+        """What the run will do (`workbench.Plan`); None while it is being launched."""
         return self.folder.read_plan()
 
     def poll_events(self) -> list[Event]:
@@ -110,10 +112,16 @@ class Run:
 
     # -- state -----------------------------------------------------------------------------------
     def _finished_event(self) -> RunFinished | None:
+        """The end of the run's latest launch: its supervisor's run_finished; or, when the user asked it to stop and
+        it was stopped by force before it could write one, a run_finished made here (nothing is written)."""
         done = [e for e in self._events if isinstance(e, RunFinished)]
         started = [e for e in self._events if isinstance(e, (Launched, RunStarted))]
         if done and (not started or done[-1].t >= started[-1].t):
             return done[-1]
+        asked = self.folder.requests().get("stop")
+        if asked is not None and (not started or asked >= started[-1].t) and not self.supervisor_alive():
+            return RunFinished(t=float(asked), source="run", status="stopped",
+                               message="stopped (supervisor did not finish on its own)")
         return None
 
     @property
@@ -168,12 +176,10 @@ class Run:
 
     def stop(self, timeout: float = 5.0) -> str:
         """Ask the supervisor to stop everything; force-kill whatever is left after `timeout`."""
-        from workbench.orchestrate.control import record_stopped, stop_run
+        from workbench.orchestrate.control import stop_run
 
         stop_run(self.dir, timeout)
         self.poll_events()
-        if self._finished_event() is None and not self.supervisor_alive():
-            record_stopped(self.dir)
         return self.status
 
     def finish(self) -> str:
@@ -330,9 +336,10 @@ class Run:
     def summary(self) -> dict[str, Any]:
         started = self._all(RunStarted)
         fin = self._finished_event()
-        return {"id": self.id, "model": self.spec.model, "target": self.plan.get("target", {}).get("kind"),
+        plan = self.plan
+        return {"id": self.id, "model": self.spec.model, "target": plan.target.kind if plan else None,
                 "slices": ",".join(map(str, self.spec.slices)), "servers": self.spec.servers,
-                "shards": self.spec.shards, "trials": (self.plan.get("budget") or {}).get("trials", self.spec.trials),
+                "shards": self.spec.shards, "trials": plan.trials if plan else self.spec.trials,
                 "status": self.status,
                 "started": pd.Timestamp.fromtimestamp(int(started[0].t)) if started else None,  # local, as run ids
                 "wall_s": round(fin.t - started[0].t, 1) if fin and started else None}

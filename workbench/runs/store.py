@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import glob
 import json
 import os
@@ -11,12 +12,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from workbench.orchestrate.diskspace import ensure_free_space
+from workbench.plan.plan import Plan
 from workbench.runs.events import EVENTS_FILE
 from workbench.spec import SpecError, TuneSpec, workbench_home
 
 SPEC_FILE = "spec.json"
 PLAN_FILE = "plan.json"
 PROCS_FILE = "procs.json"
+REQUESTS_FILE = "requests.json"
 RESULTS_FILE = "results.json"
 SWEEP_FILE = "sweep.csv"
 RECORDS_FILE = "database_tuning_record.json"  # MetaSchedule's; its lines point at lines of WORKLOADS_FILE
@@ -28,7 +31,25 @@ UNTUNED_COLUMNS = ("model", "inferred_at", "latency_ms_median", "latency_ms_iqr"
 
 @dataclass(frozen=True)
 class RunDir:
-    """A run's folder: the one place that knows its layout (see the README's "Run folder")."""
+    """A run's folder, and the one place that knows its layout and who writes what in it.
+
+    The contract (one writer per file; every JSON file is replaced whole, atomically, so a reader never sees half
+    of one; a missing file reads as its default):
+
+    - spec.json (`write_spec`), plan.json (`write_plan`): the launcher (`tune`, in the kernel or the CLI) writes both
+      before any process of the run starts; `resume` rewrites them for a raised budget, only while no supervisor
+      runs, before it starts one. Every process reads them; nothing else writes them.
+    - events.jsonl: appended, a whole line per event (`runs.events.EventWriter`), by the run's processes only, each
+      under its role as `source`: the supervisor (the run's life: launched, stages, servers, finishing, the end),
+      each tuning client (its shard), the telemetry sampler, a sweeper. The kernel and the CLI never write it:
+      they ask the supervisor (signals) and read. A reader may take every complete line as final and must skip a
+      torn last line (a process killed mid-write); events of one source are in time order.
+    - procs.json (`record_procs`): the registry of live processes; the launcher records the supervisor's and a
+      sweeper's pid as it starts them, the supervisor its children's groups and MPS daemons.
+    - requests.json (`record_request`): what the user asked (stop), written by the kernel or the CLI alone.
+    - results.json, stages/<slice>/ (databases, libraries), sweep CSVs: the supervisor and its finisher, or the
+      sweeper, each for what it produces; logs/<role>.log: each process its own.
+    """
 
     path: str
 
@@ -104,8 +125,16 @@ class RunDir:
     def read_spec(self) -> TuneSpec:
         return TuneSpec.from_dict(self.read(SPEC_FILE))
 
-    def read_plan(self) -> dict:
-        return self.read(PLAN_FILE, {}) or {}
+    def read_plan(self) -> Plan | None:
+        """The run's plan; None while the launcher has not written it yet."""
+        data = self.read(PLAN_FILE)
+        return Plan.from_dict(data) if data else None
+
+    def write_plan(self, plan: Plan) -> None:
+        self.write(PLAN_FILE, plan.to_dict())
+
+    def write_spec(self, spec: TuneSpec) -> None:
+        self.write(SPEC_FILE, dataclasses.asdict(spec))
 
     def read_results(self) -> list[dict]:
         return self.read(RESULTS_FILE, []) or []
@@ -116,6 +145,15 @@ class RunDir:
 
     def record_procs(self, **entries: object) -> None:
         self.write(PROCS_FILE, {**self.procs(), **entries})
+
+    def requests(self) -> dict:
+        """What the user asked of the run's processes, by kind, with the time asked (unix seconds)."""
+        return self.read(REQUESTS_FILE, {}) or {}
+
+    def record_request(self, kind: str) -> None:
+        """Note that the user asked for `kind` ("stop") now: what the run reads when its supervisor could not
+        answer the request itself (it was stopped by force)."""
+        self.write(REQUESTS_FILE, {**self.requests(), kind: round(time.time(), 3)})
 
 
 def runs_root(home: str | None = None) -> str:

@@ -8,24 +8,25 @@ from typing import Any
 import pandas as pd
 
 from workbench.runs.event_types import Batch, Compiled, DefaultsTimed, Event, ShardPlanned, TaskSkipped
+from workbench.plan.plan import Plan
 
 COLUMNS = ["tuned_at", "task", "state", "weight", "share", "default_us", "best_us", "trials", "kept", "reason"]
 SORTS = {"share": False, "default_us": False, "best_us": False, "trials": False, "state": True, "task": True}
 
 
-def task_table(plan: dict, events: list[Event], slices: tuple[int, ...]) -> pd.DataFrame:
+def task_table(plan: Plan | None, events: list[Event], slices: tuple[int, ...]) -> pd.DataFrame:
     """One row per (tuning slice, task), costliest share first; see `Run.tasks`."""
-    tasks = plan.get("tasks") or []
+    tasks = plan.tasks if plan else ()
     if not tasks:
         return pd.DataFrame(columns=COLUMNS)
     stages = sorted({e.tuned_at for e in events if isinstance(e, ShardPlanned)}) or list(slices[:1])
     per: dict[tuple[int, str], dict[str, Any]] = {}
     for stage in stages:
         for t in tasks:
-            out = t.get("plan", "tune") == "default"
-            per[(stage, t["name"])] = {
-                "tuned_at": stage, "task": t["name"], "state": "default" if out else "planned",
-                "weight": t["weight"], "share": math.nan, "default_us": math.nan, "best_us": math.nan, "trials": 0,
+            out = t.plan == "default"
+            per[(stage, t.name)] = {
+                "tuned_at": stage, "task": t.name, "state": "default" if out else "planned",
+                "weight": t.weight, "share": math.nan, "default_us": math.nan, "best_us": math.nan, "trials": 0,
                 "kept": None, "reason": "outside the budget: keeps its default schedule" if out else ""}
     trials: dict[tuple[int, str, int], int] = {}
     for e in events:

@@ -66,8 +66,3 @@ class EngineOptions:
 
     def to_dict(self) -> dict[str, str]:
         return asdict(self)
-
-    @classmethod
-    def from_plan(cls, plan: dict) -> "EngineOptions":
-        """A plan's options (it records them resolved, at its top level)."""
-        return cls.given(**{name: plan.get(name) for name in REGISTRIES}).resolved(plan["target"]["kind"])

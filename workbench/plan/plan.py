@@ -1,0 +1,91 @@
+"""`Plan`: what a run will do, decided before any process starts, frozen.
+
+The launcher makes it (`orchestrate.launch.plan_run`), the run folder's owner writes it as plan.json and reads it
+back (`runs.store.RunDir.write_plan` / `read_plan`), and every process of the run and every view reads it typed.
+Its JSON is the file format of plan.json; `from_dict` reads what `to_dict` writes, older folders' plans included.
+"""
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from workbench.hardware import TargetSpec
+from workbench.plan.budget import Budget
+from workbench.plan.tasks import Shard, TaskInfo
+from workbench.tuning.options import REGISTRIES, EngineOptions
+
+
+@dataclass(frozen=True)
+class PlannedTask:
+    """One of the model's tuning tasks as the plan sees it: its estimate and whether it gets tuned."""
+
+    name: str
+    weight: int
+    flops: float
+    bytes: float
+    cost: float
+    plan: str  # "tune" | "default" (outside the budget)
+
+    @property
+    def info(self) -> TaskInfo:
+        return TaskInfo(self.name, self.weight, self.flops, self.bytes)
+
+    @classmethod
+    def of(cls, task: TaskInfo, tuned: bool) -> PlannedTask:
+        return cls(task.name, task.weight, task.flops, task.bytes, task.cost, "tune" if tuned else "default")
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> PlannedTask:
+        info = TaskInfo(d["name"], int(d["weight"]), float(d["flops"]), float(d["bytes"]))
+        return cls(info.name, info.weight, info.flops, info.bytes, float(d.get("cost", info.cost)),
+                   str(d.get("plan", "tune")))
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A run's plan: the target compiled for, the tasks and the budget's choice among them, the shards, how the
+    engine tunes (`options`, resolved for the target), the GPUs of local servers, the model's input, and the notes
+    the user is shown before the run starts."""
+
+    target: TargetSpec
+    tasks: tuple[PlannedTask, ...]
+    budget: Budget
+    shards: tuple[Shard, ...]
+    options: EngineOptions = field(default_factory=EngineOptions)
+    gpus: tuple[int, ...] = ()
+    input_shape: tuple[int, ...] = ()
+    dtype: str = "float32"
+    notes: tuple[str, ...] = ()
+    tracker_servers: Mapping[str, Any] | None = None  # what a `--tracker` run's servers said of themselves
+
+    @property
+    def trials(self) -> int:
+        """The budget per tuning slice."""
+        return self.budget.trials
+
+    @property
+    def tuned(self) -> tuple[str, ...]:
+        return self.budget.tuned
+
+    def replace(self, **changes: Any) -> Plan:
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        """plan.json's layout: the engine options at the top level, as the clients and older runs read them."""
+        return {"target": self.target.to_dict(), "tasks": [dataclasses.asdict(t) for t in self.tasks],
+                "budget": self.budget.to_dict(), "shards": [s.to_dict() for s in self.shards],
+                **self.options.to_dict(), "gpus": list(self.gpus), "input_shape": list(self.input_shape),
+                "dtype": self.dtype, "notes": list(self.notes),
+                **({"tracker_servers": dict(self.tracker_servers)} if self.tracker_servers else {})}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Plan:
+        target = TargetSpec.from_dict(d["target"])
+        options = EngineOptions.given(**{name: d.get(name) for name in REGISTRIES}).resolved(target.kind)
+        return cls(target=target, tasks=tuple(PlannedTask.from_dict(t) for t in d.get("tasks") or ()),
+                   budget=Budget.from_dict(d["budget"]), shards=tuple(Shard.from_dict(s) for s in d.get("shards") or ()),
+                   options=options, gpus=tuple(int(g) for g in d.get("gpus") or ()),
+                   input_shape=tuple(int(x) for x in d.get("input_shape") or ()), dtype=str(d.get("dtype", "float32")),
+                   notes=tuple(str(n) for n in d.get("notes") or ()), tracker_servers=d.get("tracker_servers") or None)
