@@ -2,8 +2,9 @@
 import glob
 import os
 
-import workbench as wb
 from support import CHEAP_SEARCH
+
+import workbench as wb
 
 
 def _sessions(run):
@@ -28,18 +29,19 @@ def test_a_broken_candidate_fails_alone_and_the_chunk_goes_on(tmp_path, cpu_desi
     from tvm.s_tir.meta_schedule.builder import BuilderInput
     from tvm.s_tir.meta_schedule.runner import RunnerInput
 
-    from workbench.tuning.batch_runner import SessionBatchRunner
-    from workbench.tuning.client import evaluator_config
     from workbench.servers.pool import ServerPool, ServerSpec
     from workbench.servers.slices import SliceHost, apply_slice
-    from workbench.tuning.plugins import PersistentBuilder
+    from workbench.tuning.builder.persistent import PersistentBuilder
+    from workbench.tuning.runner import evaluator_config
+    from workbench.tuning.runner.batch import SessionBatchRunner
 
     (tmp_path / "logs").mkdir()
     pool = ServerPool(str(tmp_path), "127.0.0.1", dict(os.environ), "k", "cpu")
     builder = PersistentBuilder(2)
     try:
         pool.start_tracker()
-        pool.wait_servers(pool.start_servers([ServerSpec(0, "k", apply_slice(SliceHost("cpu", tuple(sorted(os.sched_getaffinity(0)))), 100))]))
+        pool.wait_servers(pool.start_servers(
+            [ServerSpec(0, "k", apply_slice(SliceHost("cpu", tuple(sorted(os.sched_getaffinity(0)))), 100))]))
         mod, target = cpu_design_space
         built = builder.build([BuilderInput(mod, target)] * 3)
         broken = tmp_path / "broken.so"

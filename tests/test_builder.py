@@ -12,7 +12,7 @@ cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the build workers
 
 def build_or_sleep(mod, target, params):
     """The real build, after a nap for a module marked `wb_test_sleep` (a straggler made to order)."""
-    from workbench.tuning.plugins import build_candidate
+    from workbench.tuning.builder.persistent import build_candidate
 
     if mod.attrs is not None and "wb_test_sleep" in mod.attrs:
         time.sleep(int(mod.attrs["wb_test_sleep"]))
@@ -22,7 +22,7 @@ def build_or_sleep(mod, target, params):
 def test_a_straggler_is_dropped_and_the_pool_builds_on(tmp_path, monkeypatch, cpu_design_space):
     from tvm.s_tir.meta_schedule.builder import BuilderInput
 
-    from workbench.tuning.plugins import PersistentBuilder, StragglerCut
+    from workbench.tuning.builder.persistent import PersistentBuilder, StragglerCut
 
     monkeypatch.setenv("TMPDIR", str(tmp_path))  # the workers' artifacts land here
     mod, target = cpu_design_space
@@ -53,7 +53,7 @@ def test_shutdown_kills_a_dropped_straggler_instead_of_waiting_for_it(tmp_path, 
     import psutil
     from tvm.s_tir.meta_schedule.builder import BuilderInput
 
-    from workbench.tuning.plugins import PersistentBuilder, StragglerCut
+    from workbench.tuning.builder.persistent import PersistentBuilder, StragglerCut
 
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     mod, target = cpu_design_space

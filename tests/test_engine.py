@@ -11,12 +11,13 @@ import numpy as np
 import pandas as pd
 import psutil
 import pytest
+from support import CHEAP_SEARCH
 
 import workbench as wb
-from support import CHEAP_SEARCH
-from workbench.runs import store
-from workbench.results.recommend import tuned_vs_untuned
+from workbench.plan.plan import Plan
 from workbench.procs import group_alive
+from workbench.results.recommend import tuned_vs_untuned
+from workbench.runs import store
 
 SPEC = dict(model="mlp-small", shards=2, servers=2, slices=(50,), trials=8, trials_per_batch=4,
             sweep_slices=(50, 100))
@@ -79,7 +80,6 @@ from tvm import relax
 from tvm.s_tir import meta_schedule as ms
 from workbench.models.load import load_model
 from workbench.plan.tasks import extract_tasks
-from workbench.plan.plan import Plan
 db = ms.database.JSONDatabase(work_dir={merged!r}, allow_missing=False)
 assert len(db) == {SPEC['trials']}, len(db)
 m = load_model("mlp-small")
@@ -253,8 +253,8 @@ def test_resume_with_more_trials_tunes_a_done_run_on_to_the_raised_budget(tmp_pa
 @pytest.mark.parametrize("target", ["cpu", "cuda"])
 def test_a_raised_budget_keeps_each_shards_tasks_in_that_shard(costs, shards, target):
     """`more_trials` replans: each shard database must go on holding its own tasks' records (tasks may join)."""
-    from workbench.plan.budget import plan_budget
     from workbench.orchestrate.launch import more_trials
+    from workbench.plan.budget import plan_budget
     from workbench.plan.tasks import TaskInfo, plan_shards
 
     tasks = [TaskInfo(f"t{i}", 1, float(c), 0.0) for i, c in enumerate(costs)]
@@ -280,8 +280,8 @@ def test_a_raised_budget_keeps_each_shards_tasks_in_that_shard(costs, shards, ta
 def test_a_raise_that_would_untune_a_task_is_refused():
     """A budget below a batch per shard plans small batches over many tasks; a raise to whole batches would tune
     fewer tasks and strand their records: refused, naming trials."""
-    from workbench.plan.budget import plan_budget
     from workbench.orchestrate.launch import more_trials
+    from workbench.plan.budget import plan_budget
     from workbench.plan.tasks import TaskInfo, plan_shards
 
     tasks = [TaskInfo(f"t{i}", 1, float(10 - i), 0.0) for i in range(6)]

@@ -20,8 +20,9 @@ from workbench.hardware import detect, target_spec
 from workbench.tuning.intrinsics import load_family
 from workbench.models.load import load_model
 from workbench.plan.tasks import extract_tasks
-from workbench.tuning.task_scheduler import StreamingScheduler
-from workbench.tuning.plugins import RandomFirstRound, make_strategy
+from workbench.tuning.task_scheduler.streaming import StreamingScheduler
+from workbench.tuning.search_strategy import create as make_strategy
+from workbench.tuning.search_strategy.random_first_round import RandomFirstRound
 
 load_family("cpu", sys.argv[1])
 target = target_spec("cpu", detect()).build()

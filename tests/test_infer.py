@@ -81,10 +81,10 @@ def test_timing_says_when_other_processes_kept_the_machine_busy(tmp_path):
     import psutil
     from tvm import relax
 
-    from workbench.runs.event_types import SweepPoint
-    from workbench.runs.events import describe
     from workbench.results.infer import run
     from workbench.results.noise import BUSY_CORES, CpuWatch
+    from workbench.runs.event_types import SweepPoint
+    from workbench.runs.events import describe
 
     lib = _compiled(tmp_path, "relu", relax.op.nn.relu)
     # not our child: the watch leaves this process's own tree out, so the spinner is started by a shell that
@@ -109,3 +109,75 @@ def test_timing_says_when_other_processes_kept_the_machine_busy(tmp_path):
                                latency_ms_iqr=by["tuned"]["latency_ms_iqr"], busy_cores=busy))
     assert " ms ± " in line and "(IQR)" in line
     assert f"machine busy while timing: other processes used {busy:.1f} cores; numbers may be noisy" in line
+
+
+def _matmuls(tmp_path, name: str, n: int) -> str:
+    """A 128x128 float32 model of `n` chained matmuls (ms per inference grows with n), compiled for the CPU."""
+    import tvm
+    from tvm import relax
+
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((128, 128), "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            y = x
+            for _ in range(n):
+                y = bb.emit(relax.op.matmul(y, x))
+            out = bb.emit_output(y)
+        bb.emit_func_output(out)
+    path = str(tmp_path / f"{name}.so")
+    tvm.compile(bb.get(), target="llvm").export_library(path)
+    return path
+
+
+def _interleaved(libs: dict[str, str]) -> dict[str, dict]:
+    from workbench.results.infer import run
+
+    job = {"device": "cpu", "libs": libs, "reference": None, "input_shape": [128, 128], "dtype": "float32",
+           "repeat": 15, "min_repeat_ms": 5, "time_budget_s": 2.0, "interleave": True}
+    return {r["name"]: r for r in run(job)}
+
+
+def test_one_library_timed_against_itself_is_within_noise_and_a_slower_one_is_not(tmp_path):
+    """The finisher's noise test: interleaved rounds, a sign test and a least effect. Two copies of one binary,
+    timed against each other three times, are never called faster or slower; a model doing 4x the work is."""
+    import shutil
+
+    from workbench.results.finish import stage_verdict
+    from workbench.results.noise import paired_verdict
+
+    one = _matmuls(tmp_path, "one", 2)
+    copy = str(tmp_path / "copy.so")
+    shutil.copyfile(one, copy)
+    for _ in range(3):
+        by = _interleaved({"tuned": copy, "untuned": one})
+        assert by["tuned"]["interleaved"] and by["tuned"]["repeats"] == len(by["tuned"]["latency_ms"]) >= 8
+        said = paired_verdict(by["tuned"]["latency_ms"], by["untuned"]["latency_ms"])
+        assert said.verdict == "within noise", said.describe()
+        assert stage_verdict(by["tuned"], by["untuned"], True) == ("within noise", "tuned")
+    by = _interleaved({"tuned": _matmuls(tmp_path, "four", 8), "untuned": one})
+    said = paired_verdict(by["tuned"]["latency_ms"], by["untuned"]["latency_ms"])
+    assert said.verdict == "slower" and said.ratio > 2, said.describe()
+    assert stage_verdict(by["tuned"], by["untuned"], True) == ("slower", "untuned")
+    assert paired_verdict(by["untuned"]["latency_ms"], by["tuned"]["latency_ms"]).verdict == "faster"
+
+
+def test_the_paired_test_needs_rounds_and_an_effect():
+    from workbench.results.noise import PAIRED_LEAST_ROUNDS, paired_verdict
+
+    assert paired_verdict([1.0] * 6, [1.2] * 6).verdict == "within noise"  # 6 of 6: p = 1/64, not below 0.01
+    assert paired_verdict([1.0] * PAIRED_LEAST_ROUNDS, [1.2] * PAIRED_LEAST_ROUNDS).verdict == "faster"
+    assert paired_verdict([1.0] * 10, [1.02] * 10).verdict == "within noise"  # every round, but 2 %: too small
+    mixed = [1.0, 1.3] * 6
+    assert paired_verdict(mixed, [1.15] * 12).verdict == "within noise"  # wins half the rounds
+    assert paired_verdict([], []).verdict == "within noise"
+
+
+def test_a_stage_whose_model_uses_no_tuned_record_says_so():
+    """Whatever its timings say, a model compiled with no tuned record is the untuned build: never 'faster'."""
+    from workbench.results.finish import stage_verdict
+    from workbench.results.noise import NO_TUNED_SCHEDULE
+
+    fast, slow = {"latency_ms": [1.0] * 10, "interleaved": True}, {"latency_ms": [2.0] * 10, "interleaved": True}
+    assert stage_verdict(fast, slow, uses_tuned_records=False) == (NO_TUNED_SCHEDULE, "untuned")
+    assert stage_verdict(fast, slow, uses_tuned_records=True) == ("faster", "tuned")

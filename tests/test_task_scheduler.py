@@ -17,7 +17,7 @@ from tvm.s_tir.meta_schedule.runner import LocalRunnerFuture, PyRunner
 from workbench.hardware import detect, target_spec
 from workbench.models.load import load_model
 from workbench.plan.tasks import extract_tasks
-from workbench.tuning.task_scheduler import StreamingScheduler
+from workbench.tuning.task_scheduler.streaming import StreamingScheduler
 
 target = target_spec("cpu", detect()).build()
 tasks = extract_tasks(load_model("mlp-small").mod, target)
@@ -66,7 +66,7 @@ from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.meta_schedule.builder import BuilderResult, PyBuilder
 from tvm.s_tir.meta_schedule.runner import LocalRunnerFuture, PyRunner
-from workbench.tuning.client import warm_cost_model
+from workbench.tuning.cost_model import warm as warm_cost_model
 from workbench.hardware import detect, target_spec
 from workbench.models.load import load_model
 from workbench.plan.tasks import extract_tasks

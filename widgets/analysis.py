@@ -9,8 +9,7 @@ import math
 
 import pandas as pd
 
-from workbench import (Recommendation, fmt_seconds, fmt_us, recommend_tuning_slice,  # noqa: F401 - the panel's names
-                     slowdown_matrix, time_unit)
+from workbench import Recommendation, fmt_seconds, fmt_us, recommend_tuning_slice, slowdown_matrix, time_unit  # noqa: F401 - the panel's names
 
 
 def downsample(df: pd.DataFrame, max_points: int) -> pd.DataFrame:

@@ -17,8 +17,9 @@ from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 from traitlets import observe
 
-from .analysis import Recommendation, downsample, phase_spans
 from workbench import in_unit, time_unit
+
+from .analysis import Recommendation, downsample, phase_spans
 from .tasks import MAX_TASK_TRACES, short_task
 
 PALETTE = qualitative.Plotly

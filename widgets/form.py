@@ -27,24 +27,25 @@ SPEC_FIELDS = ("model", "input_shape", "target", "slices", "servers", "shards", 
                "cost_model", "strategy", "cluster", "host")
 ERROR_FIELDS = (*SPEC_FIELDS, "sweep_slices")  # a SpecError.field shown at its own control (others: the general line)
 SLICE_FIELDS = ("slices", "sweep_slices")
+# how a message names its field (others: the TuneSpec name)
 FIELD_NAMES = {"input_shape": "input shape", "trials_per_batch": "trials per batch", "cost_model": "cost model",
-               "sweep_slices": "sweep slices", "host": "tracker address"}  # how a message names its field (others: the TuneSpec name)
+               "sweep_slices": "sweep slices", "host": "tracker address"}
 LABEL_WIDTH = "120px"
 COMPANIONS = {"cluster": ("host",)}  # a field checked with these (a remote cluster needs a reachable tracker)
 
 
 @functools.lru_cache(maxsize=1)
-def hardware() -> "engine.Hardware":
+def hardware() -> engine.Hardware:
     """This host's hardware, detected once per kernel."""
     return engine.detect_hardware()
 
 
 @functools.lru_cache(maxsize=1)
-def sample_models() -> dict[str, "engine.ModelInfo"]:
+def sample_models() -> dict[str, engine.ModelInfo]:
     return {m.name: m for m in engine.list_models()}
 
 
-def target_text(target: str, hw: "engine.Hardware | None" = None) -> str:
+def target_text(target: str, hw: engine.Hardware | None = None) -> str:
     """Plain words for what a target choice means here, e.g. 'CPU, 2 cores (no GPU: ...)'."""
     hw = hw or hardware()
     if target == "auto":
@@ -54,7 +55,7 @@ def target_text(target: str, hw: "engine.Hardware | None" = None) -> str:
     return hw.describe(target)
 
 
-def slice_hint(slices: list[int] | str, target: str, hw: "engine.Hardware | None" = None) -> str:
+def slice_hint(slices: list[int] | str, target: str, hw: engine.Hardware | None = None) -> str:
     """What the slices mean on this host: core counts on CPU, SM shares (MPS) on a GPU ('' when invalid)."""
     hw = hw or hardware()
     kind = hw.default_target if target == "auto" else target
@@ -83,7 +84,7 @@ def host_hint(cluster: str, host: str) -> str:
     return words
 
 
-def check_values(values: dict[str, Any], hw: "engine.Hardware | None" = None) -> dict[str, str]:
+def check_values(values: dict[str, Any], hw: engine.Hardware | None = None) -> dict[str, str]:
     """Field -> error message for a dict of form values (empty when TuneSpec(**values) would be valid)."""
     hw = hw or hardware()
     errors: dict[str, str] = {}

@@ -24,7 +24,7 @@ import workbench as engine
 from workbench import SpecError, TuneSpec, add_tune_args, start_tune
 
 ACTIONS = ("panel", "attach", "runs", "stop")
-_LOADED: list["WorkbenchMagics"] = []
+_LOADED: list[WorkbenchMagics] = []
 
 
 def _usage(err: SpecError) -> UsageError:
@@ -164,7 +164,7 @@ def unload(ip: Any) -> None:
         magics.stop_panels()
         for kind, table in magics.magics.items():
             registered = ip.magics_manager.magics.get(kind, {})
-            for name, fn in table.items():
+            for name, _fn in table.items():
                 if getattr(registered.get(name), "__self__", None) is magics:
                     del registered[name]
         registry = getattr(ip.magics_manager, "registry", {})

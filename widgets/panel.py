@@ -23,9 +23,9 @@ import workbench as engine
 from . import registry
 from .figures import make_live_figure, persist, reset_live_figure, update_live_figure
 from .form import SPEC_FIELDS, TuneForm
-from .progress import ShardBars
 from .panel_actions import ButtonActions
 from .panel_views import ACTIVE, MORE_TIP, RunViews
+from .progress import ShardBars
 from .tasks import TaskTable, top_tasks, trace_note, tuned_counts
 
 MAX_HZ = 4.0
@@ -47,7 +47,7 @@ class Panel(ButtonActions, RunViews):
     Panel(run) follows an existing run (a Run, or an id / prefix / 'last').
     """
 
-    def __init__(self, run: "engine.Run | str | None" = None, *, home: str | None = None,
+    def __init__(self, run: engine.Run | str | None = None, *, home: str | None = None,
                  refresh_hz: float = MAX_HZ, max_points: int = 300, **values: Any) -> None:
         self.home = home
         self.max_points = max_points
@@ -150,7 +150,7 @@ class Panel(ButtonActions, RunViews):
         self.form.set(**values)
         self._on_form_change()
 
-    def spec(self) -> "engine.TuneSpec":
+    def spec(self) -> engine.TuneSpec:
         """The TuneSpec the form describes; raises SpecError (and shows it) when a field is invalid."""
         errors = self._on_form_change()
         spec_errors = {k: v for k, v in errors.items() if k != "sweep_slices"}
@@ -165,7 +165,7 @@ class Panel(ButtonActions, RunViews):
         return self._field_errors
 
     # -- actions --------------------------------------------------------------------------------------
-    def tune(self, **values: Any) -> "engine.Run":
+    def tune(self, **values: Any) -> engine.Run:
         """Start a run from the form (after setting `values`), attach to it and follow it. Blocks ~1-3 s."""
         if values:
             self.set(**values)
@@ -175,7 +175,7 @@ class Panel(ButtonActions, RunViews):
         self.attach(run)
         return run
 
-    def attach(self, run: "engine.Run | str") -> "engine.Run":
+    def attach(self, run: engine.Run | str) -> engine.Run:
         """Follow `run` (a Run, or an id / unique prefix / 'last' / folder) from now on."""
         if isinstance(run, str):
             run = engine.open_run(run, self.home)
@@ -260,7 +260,7 @@ class Panel(ButtonActions, RunViews):
         with run.consistent():  # every view of this refresh from the same events
             return self._redraw(run, force)
 
-    def _redraw(self, run: "engine.Run", force: bool) -> bool:
+    def _redraw(self, run: engine.Run, force: bool) -> bool:
         count = run.event_count
         status = run.status
         sweeping = run.sweeping if status not in ACTIVE else False

@@ -11,8 +11,8 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 import workbench as engine
-
 from workbench import parse_slices
+
 from .form import ERROR_FIELDS
 from .panel_views import RESUMABLE
 
@@ -36,7 +36,7 @@ class ButtonActions:
         """End tuning now; the run compiles, verifies and times the best model so far. Returns at once."""
         return self._now(lambda run: run.finish())
 
-    def _now(self, call: Callable[["engine.Run"], str]) -> str:
+    def _now(self, call: Callable[[engine.Run], str]) -> str:
         if self.run is None:
             return "idle"
         status = call(self.run)
@@ -58,17 +58,18 @@ class ButtonActions:
             raise engine.SpecError("run", "no run to export yet")
         folder = folder or self.controls["csv_folder"].value.strip() or "workbench-export"
         paths = self.run.to_csv(folder)
-        self._export_msg.value = f"<span style='font-size:90%'>wrote {len(paths)} CSV files to {html.escape(folder)}</span>"
+        self._export_msg.value = (f"<span style='font-size:90%'>wrote {len(paths)} CSV files to "
+                                  f"{html.escape(folder)}</span>")
         return paths
 
-    def _checked_spec(self) -> "engine.TuneSpec":
+    def _checked_spec(self) -> engine.TuneSpec:
         try:
             return self.spec()
         except engine.SpecError:
             self._update_buttons()
             raise
 
-    def _launch(self, spec: "engine.TuneSpec") -> "engine.Run":
+    def _launch(self, spec: engine.TuneSpec) -> engine.Run:
         try:
             return engine.tune(spec, home=self.home)
         except engine.SpecError as err:  # found while planning (e.g. an unreadable ONNX file)
@@ -94,19 +95,19 @@ class ButtonActions:
                 self.form.show_general(f"{err.field}: {err.message}")
             raise
 
-    def resume(self) -> "engine.Run":
+    def resume(self) -> engine.Run:
         """Continue the attached stopped or partial run from its measured records and follow it. Blocks ~1 s."""
         self.attach(engine.resume(self._resumable(), self.home))
         return self.run
 
-    def tune_on(self) -> "engine.Run":
+    def tune_on(self) -> engine.Run:
         """Tune the attached finished run on from its records to the form's trials per tuning slice, then follow
         it (`engine.resume(run, trials=...)`). Blocks ~1 s."""
         run, trials = self._raisable()
         self.attach(self._raise(run, trials))
         return self.run
 
-    def _raisable(self) -> "tuple[engine.Run, int]":
+    def _raisable(self) -> tuple[engine.Run, int]:
         trials = self._raised_trials()
         if self.run is None or trials is None:
             state = f"run {self.run.id} ({self.run.status}, {self._run_trials} trials per tuning slice)" \
@@ -115,14 +116,14 @@ class ButtonActions:
                                              "in the form than it had")
         return self.run, trials
 
-    def _raise(self, run: "engine.Run", trials: int) -> "engine.Run":
+    def _raise(self, run: engine.Run, trials: int) -> engine.Run:
         try:
             return engine.resume(run, self.home, trials=trials)
         except engine.SpecError as err:  # the form did not check it: shown on the general line
             self.form.show_general(f"{err.field}: {err.message}")
             raise
 
-    def _resumable(self) -> "engine.Run":
+    def _resumable(self) -> engine.Run:
         if self.run is None or self.run.status not in RESUMABLE:
             state = f"run {self.run.id} is {self.run.status}" if self.run is not None else "no run is attached"
             raise engine.SpecError("run", f"{state}: only a stopped, partial, failed or crashed run can be resumed")

@@ -8,8 +8,9 @@ import time
 import pandas as pd
 
 import workbench as engine
+from workbench import FAILURES, NO_TUNED_SCHEDULE, describe_event, fmt_us, time_unit
+
 from .analysis import fmt_seconds, recommend_tuning_slice
-from workbench import FAILURES, describe_event, fmt_us, time_unit
 from .figures import make_sweep_figure, persist, update_sweep_figure
 from .form import field_name
 from .ran import ran_html
@@ -28,6 +29,9 @@ def result_line(results: pd.DataFrame) -> tuple[str, bool]:
     at = f"tuned at {int(row['tuned_at'])} %"
     unit = time_unit([row["tuned_ms"] * 1e3, row["untuned_ms"] * 1e3])
     tuned, untuned = fmt_us(row["tuned_ms"] * 1e3, unit), fmt_us(row["untuned_ms"] * 1e3, unit)
+    if row.get("verdict") == NO_TUNED_SCHEDULE:
+        return (f"no tuned schedule beat the defaults: the model is the untuned build ({untuned}, {at}); give more "
+                "trials so that more tasks are tuned", True)
     if row.get("kept") == "untuned" or row.get("verdict") == "slower":
         return (f"tuning did not beat the untuned build ({tuned} {at} against {untuned}, "
                 f"{row['speedup']:.2f}x), so the untuned build is kept: give more trials so that more tasks are "
@@ -37,7 +41,7 @@ def result_line(results: pd.DataFrame) -> tuple[str, bool]:
     return f"best model {tuned} ({at}): {row['speedup']:.2f}x faster than the untuned build ({untuned})", False
 
 
-def cluster_html(view: "engine.ClusterView | None") -> str:
+def cluster_html(view: engine.ClusterView | None) -> str:
     """One line for the run's Dask cluster: address, workers and cores, the dashboard, and each worker's shards."""
     if view is None:
         return ""
@@ -78,7 +82,7 @@ class RunViews:
         ends = [df["t"].max() for df in frames if len(df) and "t" in df]
         return max(ends) if ends else time.time()
 
-    def _update_status(self, run: "engine.Run", status: str, sweeping: bool, phases: pd.DataFrame) -> None:
+    def _update_status(self, run: engine.Run, status: str, sweeping: bool, phases: pd.DataFrame) -> None:
         said, warn = result_line(run.results) if status not in ("starting",) else ("", False)
         first = [f"<span style='color:{'#c62828' if warn else '#2e7d32'}'><b>{html.escape(said)}</b></span>"] \
             if said else []
@@ -113,7 +117,7 @@ class RunViews:
         if self._plan.value != plan:
             self._plan.value = plan
 
-    def _update_servers(self, run: "engine.Run") -> None:
+    def _update_servers(self, run: engine.Run) -> None:
         """The servers and, for a run on a Dask cluster, its workers beside them."""
         items = []
         servers = run.servers()
@@ -129,7 +133,7 @@ class RunViews:
         if self._servers.value != value:
             self._servers.value = value
 
-    def _update_results(self, run: "engine.Run") -> None:
+    def _update_results(self, run: engine.Run) -> None:
         res = run.results
         sig = (len(res), self._last_status)
         if sig == self._results_sig:
@@ -158,7 +162,7 @@ class RunViews:
             self.sweep_figure.close()
             self.sweep_figure = None
 
-    def _update_sweep(self, run: "engine.Run") -> None:
+    def _update_sweep(self, run: engine.Run) -> None:
         df = run.sweep  # built from sweep_point events, so it grows while a sweep runs
         untuned = run.sweep_untuned()  # written once the sweep's last point is in: the recommendation reads it too
         sig = tuple(map(tuple, df[["tuned_at", "inferred_at", "latency_ms_median"]].round(9).to_numpy())) \
@@ -186,7 +190,7 @@ class RunViews:
             self._recommendation.value = (f"<div style='padding:4px 8px;background:#fff8e1'><b>{head}</b>. "
                                           f"{html.escape(self._rec.sentence)}</div>")
 
-    def _update_errors(self, run: "engine.Run") -> None:
+    def _update_errors(self, run: engine.Run) -> None:
         errs = run.typed_events(*FAILURES)
         if len(errs) == self._errors_seen:
             return

@@ -8,8 +8,9 @@ from typing import Any
 import ipywidgets as W
 import pandas as pd
 
-from .analysis import fmt_seconds, fmt_us, time_unit
 from workbench import Overall
+
+from .analysis import fmt_seconds, fmt_us, time_unit
 
 BAR_STYLE = {"running": "info", "planned": "", "finished": "success", "failed": "danger", "stopped": "warning",
              "done": "success", "partial": "warning", "crashed": "danger"}
@@ -31,7 +32,7 @@ class BarRow:
     box: W.HBox
 
     @classmethod
-    def make(cls, name: str) -> "BarRow":
+    def make(cls, name: str) -> BarRow:
         label = W.Label(name, layout=W.Layout(width="120px"))
         bar = W.IntProgress(min=0, max=1, value=0, layout=W.Layout(width="320px"))
         text = W.Label("", layout=W.Layout(width="auto"))

@@ -13,7 +13,7 @@ def _pct(values) -> str:
     return ", ".join(str(int(v)) for v in values) + " %"
 
 
-def ran_text(spec: "engine.TuneSpec", plan: "engine.Plan | None", sweep: pd.DataFrame, results: pd.DataFrame) -> str:
+def ran_text(spec: engine.TuneSpec, plan: engine.Plan | None, sweep: pd.DataFrame, results: pd.DataFrame) -> str:
     """'ran: 8 trials per slice, 2 shards, 1 server per slice, tuned at 50, 100 %; swept at 50, 100 % (50 %
     (1 of 2 cores) stands for 10, 20, 30, 50, 70 %)', then busy-machine warnings and the plan's notes."""
     trials = plan.trials if plan else spec.trials
@@ -42,7 +42,7 @@ def ran_text(spec: "engine.TuneSpec", plan: "engine.Plan | None", sweep: pd.Data
     return text + "".join(f". Note: {n}" for n in notes)
 
 
-def ran_html(run: "engine.Run") -> str:
+def ran_html(run: engine.Run) -> str:
     """`ran_text` of `run` as the panel shows it, under the plan line."""
     try:
         text = ran_text(run.spec, run.plan, run.sweep, run.results)

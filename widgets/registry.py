@@ -20,31 +20,31 @@ class Panel(Protocol):
 
     async def wait(self, timeout: float | None = None) -> str: ...
 
-_PANELS: "weakref.WeakSet[Panel]" = weakref.WeakSet()
-_CURRENT: list["Panel"] = []
+_PANELS: weakref.WeakSet[Panel] = weakref.WeakSet()
+_CURRENT: list[Panel] = []
 
 
-def add(panel: "Panel") -> None:
+def add(panel: Panel) -> None:
     _PANELS.add(panel)
     make_current(panel)
 
 
-def make_current(panel: "Panel") -> None:
+def make_current(panel: Panel) -> None:
     _CURRENT[:] = [panel]
 
 
-def forget(panel: "Panel") -> None:
+def forget(panel: Panel) -> None:
     _PANELS.discard(panel)
     if _CURRENT and _CURRENT[0] is panel:
         _CURRENT.clear()
 
 
-def current_panel() -> "Panel | None":
+def current_panel() -> Panel | None:
     """The panel made, attached or shown most recently."""
     return _CURRENT[0] if _CURRENT else None
 
 
-def panel_for(run: "engine.Run | str") -> "Panel | None":
+def panel_for(run: engine.Run | str) -> Panel | None:
     """The most recent live panel following `run` (a Run or its id)."""
     run_id = run if isinstance(run, str) else run.id
     found = [p for p in list(_PANELS) if p.run is not None and p.run.id == run_id and not p._closed]
@@ -53,7 +53,7 @@ def panel_for(run: "engine.Run | str") -> "Panel | None":
     return found[-1] if found else None
 
 
-def live_panels() -> "list[Panel]":
+def live_panels() -> list[Panel]:
     return [p for p in list(_PANELS) if not p._closed]
 
 
@@ -65,7 +65,7 @@ def stop_all_updates() -> int:
     return len(panels)
 
 
-async def wait_for(run: "engine.Run", timeout: float | None = None) -> str:
+async def wait_for(run: engine.Run, timeout: float | None = None) -> str:
     """Await the end of `run` (and its sweep) without blocking the kernel; its panel keeps updating."""
     panel = panel_for(run)
     if panel is not None:

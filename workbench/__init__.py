@@ -9,7 +9,8 @@ first use, so `import workbench` stays light for the CLI and the magics, and nev
   shared with `%tune`.
 - What a run shows: `Plan`, `Budget` and `describe_budget`, `Overall`, `ClusterView`, `describe_event`, `FAILURES`
   (event kinds that mean something failed), `budget_line` and `time_line` (one-line summaries).
-- Results: `Recommendation`, `recommend_tuning_slice`, `slowdown_matrix`, `stands_for`, `busy_warning`.
+- Results: `Recommendation`, `recommend_tuning_slice`, `slowdown_matrix`, `stands_for`, `busy_warning`;
+  `NO_TUNED_SCHEDULE`, the verdict of a stage whose model uses no tuned record (it is the untuned build).
 - The host and the models: `detect_hardware`, `Hardware`, `list_models`, `ModelInfo`, `workbench_home`.
 - Choices and formats: `COST_MODELS`, `STRATEGIES`, `TARGETS`, `DEFAULT_SWEEP`, `parse_slices`; `fmt_seconds`,
   `fmt_us`, `in_unit`, `time_unit` (times as people read them).
@@ -21,8 +22,17 @@ import importlib
 from workbench.hardware import Hardware
 from workbench.hardware import detect as detect_hardware
 from workbench.models.load import ModelInfo, list_models
-from workbench.spec import (COST_MODELS, DEFAULT_SWEEP, STRATEGIES, TARGETS, Slice, SpecError, TuneSpec, parse_slices,
-                            workbench_home)
+from workbench.spec import (
+    COST_MODELS,
+    DEFAULT_SWEEP,
+    STRATEGIES,
+    TARGETS,
+    Slice,
+    SpecError,
+    TuneSpec,
+    parse_slices,
+    workbench_home,
+)
 from workbench.units import fmt_seconds, fmt_us, in_unit, time_unit
 
 __version__ = "0.1.0"
@@ -31,7 +41,8 @@ __version__ = "0.1.0"
 _LAZY = {
     "tune": "workbench.orchestrate.launch:tune", "resume": "workbench.orchestrate.launch:resume",
     "plan_run": "workbench.orchestrate.launch:plan_run",
-    "Run": "workbench.runs.run:Run", "open_run": "workbench.runs.run:open_run", "list_runs": "workbench.runs.run:list_runs",
+    "Run": "workbench.runs.run:Run", "open_run": "workbench.runs.run:open_run",
+    "list_runs": "workbench.runs.run:list_runs",
     "sweep": "workbench.results.sweep:sweep_run",
     "Plan": "workbench.plan.plan:Plan", "Budget": "workbench.plan.budget:Budget",
     "describe_budget": "workbench.plan.budget:describe",
@@ -42,6 +53,7 @@ _LAZY = {
     "recommend_tuning_slice": "workbench.results.recommend:recommend_tuning_slice",
     "slowdown_matrix": "workbench.results.recommend:slowdown_matrix",
     "stands_for": "workbench.results.recommend:stands_for", "busy_warning": "workbench.results.noise:busy_warning",
+    "NO_TUNED_SCHEDULE": "workbench.results.noise:NO_TUNED_SCHEDULE",
     "add_tune_args": "workbench.cli.main:add_tune_args", "start_tune": "workbench.cli.main:start_tune",
 }
 

@@ -123,7 +123,7 @@ class TargetSpec:
         return {"kind": self.kind, "arch": self.arch, "num_cores": self.num_cores}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "TargetSpec":
+    def from_dict(cls, data: dict[str, Any]) -> TargetSpec:
         return cls(data["kind"], data.get("arch", ""), int(data.get("num_cores", 1)))
 
     def build(self):

@@ -13,9 +13,10 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from workbench.errors import SpecError as SpecError  # re-exported: where users and the engine take it from
+from workbench.tuning.registry import COST_MODELS, STRATEGIES
+
 TARGETS = ("auto", "cpu", "cuda")
-COST_MODELS = ("xgb", "random")
-STRATEGIES = ("evolutionary", "evolutionary-lean", "replay-trace")
 MAX_SERVERS = 64
 MAX_SHARDS = 64
 MAX_TRIALS = 100_000
@@ -24,15 +25,6 @@ DEFAULT_SWEEP = (10, 20, 30, 50, 70, 100)
 LOOPBACK = "127.0.0.1"
 KEY_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"  # an RPC key: no ":" (HOST:PORT:KEY)
 LOCAL_CLUSTER = "local"  # `cluster`: a dask LocalCluster of worker processes on this machine
-
-
-class SpecError(ValueError):
-    """Bad user input. `field` names the offending field; the message says what is allowed."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}")
-        self.field = field
-        self.message = message
 
 
 @dataclass(frozen=True)
@@ -100,7 +92,8 @@ def parse_host_port(text: str, field_name: str) -> tuple[str, int]:
     """'10.0.0.5:9190' -> ('10.0.0.5', 9190)."""
     parts = text.split(":") if isinstance(text, str) else []
     if len(parts) != 2 or not parts[0].strip() or not parts[1].isdigit() or not 1 <= int(parts[1]) <= 65535:
-        raise SpecError(field_name, f"expected HOST:PORT with a port from 1 to 65535 (e.g. 10.0.0.5:9190), got {text!r}")
+        raise SpecError(field_name,
+                        f"expected HOST:PORT with a port from 1 to 65535 (e.g. 10.0.0.5:9190), got {text!r}")
     return parts[0].strip(), int(parts[1])
 
 
@@ -223,7 +216,8 @@ class TuneSpec:
     trials_per_task: int | None = _opt(None, "at most this many trials per task (stock MetaSchedule's "
                                              "max_trials_per_task)")
     cost_model: str = _opt("xgb", "xgb or random")
-    strategy: str = _opt("evolutionary", "evolutionary, evolutionary-lean (a smaller, cheaper evolution) or replay-trace")
+    strategy: str = _opt("evolutionary", "evolutionary, evolutionary-lean (a smaller, cheaper evolution) "
+                                         "or replay-trace")
     seed: int | None = _opt(0, "random seed")
     tracker: str | None = _opt(None, "use an existing RPC tracker HOST:PORT:KEY instead of local servers")
     host: str = _opt(LOOPBACK, "address the tracker and servers bind to")
@@ -303,7 +297,7 @@ class TuneSpec:
         return json.dumps(dataclasses.asdict(self), sort_keys=True)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "TuneSpec":
+    def from_dict(cls, data: dict[str, Any]) -> TuneSpec:
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
@@ -315,10 +309,10 @@ class TuneSpec:
         return cls(**data)
 
     @classmethod
-    def from_json(cls, text: str) -> "TuneSpec":
+    def from_json(cls, text: str) -> TuneSpec:
         return cls.from_dict(json.loads(text))
 
-    def replace(self, **changes: Any) -> "TuneSpec":
+    def replace(self, **changes: Any) -> TuneSpec:
         return dataclasses.replace(self, **changes)
 
 
@@ -355,5 +349,5 @@ def workbench_home() -> str:
     return os.path.abspath(os.path.expanduser(os.environ.get("WORKBENCH_HOME", "~/.workbench")))
 
 
-__all__ = ["TuneSpec", "Slice", "SpecError", "cli_options", "parse_slices", "parse_tracker", "parse_cluster", "parse_shape", "parse_gpus",
-           "check_percent", "workbench_home"]
+__all__ = ["TuneSpec", "Slice", "SpecError", "cli_options", "parse_slices", "parse_tracker", "parse_cluster",
+           "parse_shape", "parse_gpus", "check_percent", "workbench_home"]

@@ -28,7 +28,7 @@ def _missing(v: object) -> bool:
 US_PER_UNIT = {"us": 1.0, "ms": 1000.0}
 
 
-def time_unit(values: "Iterable[float | None] | pd.Series") -> str:
+def time_unit(values: Iterable[float | None] | pd.Series) -> str:
     """The one unit for a set of times in microseconds (a column, a plot, a heatmap): 'ms' when the
     largest known value is at least 1000 us, else 'us'."""
     known = [float(v) for v in values if not _missing(v)]
@@ -41,7 +41,7 @@ def _check(unit: str) -> str:
     return unit
 
 
-def in_unit(values_us: "Iterable[float | None] | pd.Series", unit: str | None = None) -> tuple[list[float | None], str]:
+def in_unit(values_us: Iterable[float | None] | pd.Series, unit: str | None = None) -> tuple[list[float | None], str]:
     """`values_us` (microseconds) as numbers in one unit, and that unit: `unit`, else `time_unit`'s choice
     for them. Unknown values (None, NaN) become None."""
     values = list(values_us)

@@ -8,25 +8,29 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from workbench.plan import budget
-from workbench.runs.event_types import (FAILURES, Event, IntrinsicsLoaded, Launched, ShardPlanned, SweepFinished, SweepStarted,
-                          Telemetry, Unknown)
-from workbench.runs.events import describe, parse
-from workbench.results.noise import busy_warning, fmt_timing, is_busy
-from workbench.procs import ProcessError
-from workbench.spec import LOOPBACK, SpecError, TuneSpec, cli_options, exposure_warning
-from workbench.runs.task_table import SORTS
-from workbench.units import fmt_us
 from workbench.plan.plan import Plan
+from workbench.procs import ProcessError
+from workbench.results.noise import busy_warning, fmt_timing, is_busy
+from workbench.runs.event_types import (
+    FAILURES,
+    Event,
+    IntrinsicsLoaded,
+    Launched,
+    ShardPlanned,
+    SweepFinished,
+    SweepStarted,
+    Telemetry,
+    Unknown,
+)
+from workbench.runs.events import describe, parse
+from workbench.runs.task_table import SORTS
+from workbench.spec import LOOPBACK, SpecError, TuneSpec, cli_options, exposure_warning
+from workbench.units import fmt_us
 
 TOP_TASKS = 15  # tasks listed by `show` and after a run, unless --all-tasks
 
 if TYPE_CHECKING:
     from workbench.runs.run import Run
-
-
-# The CLI's default model: big enough that tuning pays off visibly (BERT-base FFN sizes, 2 tasks,
-# about 2 minutes on 2 cores); mlp-small is for tests, where its kernels are too small to gain.
-CLI_MODEL = "mlp"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -38,12 +42,11 @@ def add_tune_args(p: argparse.ArgumentParser) -> None:
     """Add the options of `workbench tune` (shared with `%tune`) to `p`: one per TuneSpec field that declares
     a help text (`spec.cli_options`), each dest its field; unset, a field keeps TuneSpec's default."""
     for name, flag, text, is_int, default in cli_options():
-        shown = default if name != "model" else CLI_MODEL
+        shown = default
         if isinstance(shown, tuple):
             shown = ",".join(map(str, shown))
         text += f" (default: {shown})" if shown not in (None, "", ()) and "default" not in text else ""
         p.add_argument(flag, dest=name, type=_int if is_int else None, default=None, help=text)
-    p.set_defaults(model=CLI_MODEL)
     p.add_argument("--first-round", default=None,
                    help="how a task's first batch is drawn: auto (evolutionary on CUDA, random on CPUs), random "
                         "or evolutionary (stock MetaSchedule)")
@@ -336,9 +339,9 @@ def dispatch(args: argparse.Namespace) -> int:
         print(f"run {run.id}: finishing (tuning ends now)", flush=True)
         return _follow(run, replay=False)
     if args.command == "sweep":
+        from workbench.results.sweep import sweep_run
         from workbench.servers.slices import slice_notes
         from workbench.spec import parse_slices
-        from workbench.results.sweep import sweep_run
 
         slices = parse_slices(args.slices, "slices")
         if run.status == "running":

@@ -21,7 +21,7 @@ ENDED = ("finished", "failed", "stopped")  # a shard's states after which its ba
 def wants_bars(stream: IO[str]) -> bool:
     """Bars only on a terminal (and where tqdm is installed)."""
     try:
-        import tqdm  # noqa: F401
+        import tqdm  # noqa: F401 - only whether it imports matters
     except ImportError:
         return False
     return hasattr(stream, "isatty") and stream.isatty()
@@ -33,7 +33,8 @@ class PlainLines:
     def __init__(self, stream: IO[str] | None = None) -> None:
         self.stream = stream or sys.stdout
 
-    def event(self, event: dict[str, Any], line: str | None, progress: Callable[[], Any]) -> None:  # noqa: ARG002
+    def event(self, event: dict[str, Any], line: str | None,  # noqa: ARG002 - the interface of ShardBars.event
+              progress: Callable[[], Any]) -> None:  # noqa: ARG002 - the interface of ShardBars.event
         if line:
             print(line, file=self.stream, flush=True)
 

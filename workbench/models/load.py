@@ -12,8 +12,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import sample_models
-from workbench.models.onnx_file import (Shape, check_supported_ops, convert, fmt_shape, onnx_path, onnx_signature,
-                                   read_onnx)
+from workbench.models.onnx_file import (
+    Shape,
+    check_supported_ops,
+    convert,
+    fmt_shape,
+    onnx_path,
+    onnx_signature,
+    read_onnx,
+)
 from workbench.spec import SpecError
 
 if TYPE_CHECKING:
@@ -37,7 +44,7 @@ class LoadedModel:
     """A model ready for task extraction: `mod["main"]` takes one input called `input_name`."""
 
     name: str
-    mod: "tvm.IRModule"
+    mod: tvm.IRModule
     input_name: str
     input_shape: tuple[int, ...]
     dtype: str
@@ -48,13 +55,13 @@ class LoadedModel:
 
 
 def list_models() -> list[ModelInfo]:
-    """The sample models, each in its full and its small (test) variant."""
+    """The sample models, each in its full and its small variant (tiny sizes, tuned in seconds)."""
     infos = []
     for key in sample_models.MODELS:
         module = sample_models.get(key)
         full, small = module.INPUT_SHAPES["full"], module.INPUT_SHAPES["small"]
         infos.append(ModelInfo(key, module.DESCRIPTION, tuple(full)))
-        note = f"small variant of {key} for tests (input {'x'.join(map(str, small))}, tiny sizes)"
+        note = f"{key} at tiny sizes (input {'x'.join(map(str, small))}): tunes in seconds, to try the workbench out"
         infos.append(ModelInfo(key + SMALL_SUFFIX, note, tuple(small)))
     return infos
 

@@ -62,7 +62,7 @@ def read_onnx(path: Path, load_external_data: bool) -> onnx.ModelProto:
         raise unreadable("the file is empty")
     try:
         model = onnx.load(str(path), load_external_data=load_external_data)
-    except Exception as exc:  # protobuf DecodeError, missing external data, OSError, ...
+    except Exception as exc:  # noqa: BLE001 - protobuf DecodeError, missing external data, OSError, ...: unreadable
         raise unreadable(f"{_short(exc)} (truncated, or not an ONNX model?)") from None
     if not model.HasField("graph") or not model.graph.node:
         raise unreadable("it holds no ONNX graph (not an ONNX model, or truncated?)")
@@ -152,7 +152,7 @@ def _onnx_dtype(name: str, elem_type: int) -> str:
     onnx = _import_onnx()
     try:
         return str(onnx.helper.tensor_dtype_to_np_dtype(elem_type))
-    except Exception:
+    except Exception:  # noqa: BLE001 - any type onnx cannot map to numpy is reported as unsupported
         type_name = onnx.TensorProto.DataType.Name(elem_type) if elem_type else "undefined"
         raise SpecError("model", f"ONNX input {name!r} has unsupported type {type_name}") from None
 
@@ -200,7 +200,7 @@ def convert(model: onnx.ModelProto, name: str, shape: Shape, dtype: str) -> tvm.
         ops = str(exc).rsplit(":", 1)[-1]
         names = [op.strip() for op in ops.split(",") if op.strip()]
         raise _unsupported_ops_error(dict.fromkeys(names, "")) from None
-    except Exception as exc:  # a converter rejected an attribute, a dynamic input, ...
+    except Exception as exc:  # noqa: BLE001 - a converter rejected an attribute, a dynamic input, ...: a SpecError
         op = _failing_onnx_op(exc)
         where = f"ONNX operator {op!r}" if op else "the model"
         raise SpecError(

@@ -18,12 +18,12 @@ import threading
 import time
 
 from workbench.orchestrate.cluster_task import ShardTask, probe_worker, run_shard
+from workbench.orchestrate.shard_launch import ShardLaunch
+from workbench.procs import ProcessError
 from workbench.runs.event_types import ClusterReady, ShardPlaced, WorkerLost
 from workbench.runs.events import EventWriter, append_lines
-from workbench.procs import ProcessError
-from workbench.orchestrate.shard_launch import ShardLaunch
-from workbench.spec import LOCAL_CLUSTER, TuneSpec
 from workbench.runs.store import RECORDS_FILE, RunDir
+from workbench.spec import LOCAL_CLUSTER, TuneSpec
 
 TUNE_RESOURCE = "tune"  # each worker offers 1: one shard client at a time per worker
 CONNECT_TIMEOUT_S = 30.0
@@ -47,7 +47,7 @@ class DaskShard:
 
     pid = None  # never a process of this host
 
-    def __init__(self, launcher: "DaskLauncher", launch: ShardLaunch) -> None:
+    def __init__(self, launcher: DaskLauncher, launch: ShardLaunch) -> None:
         self.launcher = launcher
         self.launch = launch
         self.name = launch.name
@@ -116,7 +116,8 @@ class DaskLauncher:
                     self.client = Client(spec.cluster, timeout=CONNECT_TIMEOUT_S)
                 except OSError as err:
                     raise ProcessError(f"cannot reach the Dask scheduler at {spec.cluster} within "
-                                       f"{CONNECT_TIMEOUT_S:.0f} s ({err}); is `dask scheduler` running there?") from None
+                                       f"{CONNECT_TIMEOUT_S:.0f} s ({err}); "
+                                       "is `dask scheduler` running there?") from None
             # A LocalCluster's workers are this interpreter with this environment: their TVM is ours.
             found = check_workers(self.client, self.address, probe_tvm=self.cluster is None)
             self.queue = Queue(f"{self.prefix}-relay", client=self.client)
@@ -201,7 +202,7 @@ class DaskLauncher:
         if self.cluster is not None:
             try:
                 self.cluster.close(timeout=20)
-            except Exception as err:  # noqa: BLE001
+            except Exception as err:  # noqa: BLE001 - closing must not fail the run's clean-up
                 log.warning("closing the LocalCluster: %s", err)
 
     # -- submitting -----------------------------------------------------------------------------

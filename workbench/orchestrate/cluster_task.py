@@ -23,10 +23,10 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from workbench.tuning.client import PARENT_PID_ENV, ShardJob
 from workbench.procs import stop_group
-from workbench.spec import workbench_home
 from workbench.runs.store import RECORDS_FILE
+from workbench.spec import workbench_home
+from workbench.tuning.client import PARENT_PID_ENV, ShardJob
 
 OWNER_FILE = "owner"  # in an attempt's folder: "<host> <worker pid>"
 TICK_S = 0.25  # how often new lines are relayed
@@ -238,15 +238,14 @@ def run_shard(task: ShardTask, model: bytes | None = None) -> int:
             f.write(local.to_json())
         tail = Tailer(root, [os.path.relpath(local.events_path, root), task.log_rel],
                       [os.path.relpath(local.work_dir, root)], {rel: len(text.encode()) for rel, text in task.files})
-        return _supervise(task, job_path, os.path.join(root, task.log_rel), tail, relay, control, worker.address)
+        return _supervise(job_path, os.path.join(root, task.log_rel), tail, relay, control, worker.address)
     finally:
         shutil.rmtree(root, ignore_errors=True)
         with contextlib.suppress(Exception):
             queue.close()  # this task's reference to the queue; the supervisor holds its own
 
 
-def _supervise(task: ShardTask, job_path: str, log_path: str, tail: Tailer, relay: _Relay, control: _Control,
-               address: str) -> int:
+def _supervise(job_path: str, log_path: str, tail: Tailer, relay: _Relay, control: _Control, address: str) -> int:
     """Start the client, relay its lines until it exits or must stop, then say how it ended."""
     why = control.why_stop()
     if why:  # stopped before it started (an attempt the scheduler re-ran after its worker was lost)

@@ -12,15 +12,14 @@ import subprocess
 import sys
 import time
 
+from workbench.hardware import check_sweep_here, detect
 from workbench.orchestrate import diskspace
+from workbench.procs import ProcessError, group_alive, stop_group, tail
 from workbench.runs import store
 from workbench.runs.event_types import FinishRequested, Launched
 from workbench.runs.events import EventReader
-from workbench.hardware import check_sweep_here, detect
 from workbench.servers.mps import MpsDaemon
-from workbench.procs import ProcessError, group_alive, stop_group, tail
 from workbench.spec import SpecError, parse_slices
-
 
 LAUNCH_TIMEOUT_S = 60.0  # a supervisor writes its first event before it imports TVM: well under a second
 
@@ -68,7 +67,8 @@ def start_supervisor(run_dir: str, resume: bool = False, trials: int | None = No
 
 
 def start_sweep(run, slices: list[int]) -> int:
-    """Start `python -m workbench.results.sweep RUN_DIR SLICES` for `run` (a Run) detached; its pid is kept in procs.json."""
+    """Start `python -m workbench.results.sweep RUN_DIR SLICES` for `run` (a Run) detached; its pid is kept in
+    procs.json."""
     slices = list(parse_slices(slices, "sweep_slices"))
     if run.status in ("running", "starting"):
         raise SpecError("sweep_slices", f"run {run.id} is still tuning; sweep it when it has finished")

@@ -7,21 +7,22 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 
-from workbench.orchestrate import diskspace
-from workbench.runs import store
 from workbench.hardware import Hardware, check_sweep_here, detect, resolve_target, target_spec
 from workbench.models.load import check_model, load_model
-from workbench.servers.placement import choose_gpus
-from workbench.runs.run import Run
-from workbench.plan.budget import cost_model_note, plan_budget
+from workbench.orchestrate import diskspace
 from workbench.orchestrate.control import start_supervisor
-from workbench.results.finish import repair_databases
-from workbench.tuning.options import EngineOptions
-from workbench.servers.pool import answering_tracker, tracker_cuda_arch, tracker_servers
+from workbench.plan.budget import cost_model_note, plan_budget
 from workbench.plan.plan import Plan, PlannedTask
 from workbench.plan.tasks import extract_tasks, plan_shards, raised_shards, task_info
+from workbench.results.finish import repair_databases
+from workbench.runs import store
+from workbench.runs.run import Run
+from workbench.servers.placement import choose_gpus
+from workbench.servers.pool import answering_tracker, tracker_cuda_arch, tracker_servers
 from workbench.servers.slices import slice_notes
 from workbench.spec import SpecError, TuneSpec, parse_tracker
+from workbench.tuning.options import EngineOptions
+
 
 def ask_tracker(spec: TuneSpec, hw: Hardware) -> dict | None:
     """What a `--tracker` run's servers have (`tracker_servers`; None for other runs). Only a run that must compile
@@ -104,7 +105,8 @@ def plan_run(spec: TuneSpec, hw: Hardware | None = None, options: EngineOptions 
     notes += [cost_note] if cost_note else []
     return Plan(target=tspec, tasks=tuple(PlannedTask.of(t, t.name in tuned) for t in tasks), budget=budget,
                 shards=tuple(shards), options=options.resolved(kind), gpus=tuple(gpus),
-                input_shape=tuple(model.input_shape), dtype=model.dtype, notes=tuple(notes), tracker_servers=servers or None)
+                input_shape=tuple(model.input_shape), dtype=model.dtype, notes=tuple(notes),
+                tracker_servers=servers or None)
 
 
 def tune(spec: TuneSpec | None = None, *, home: str | None = None, runner: str | None = None,

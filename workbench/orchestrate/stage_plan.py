@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from workbench.tuning.client import ShardJob
 from workbench.hardware import TargetSpec
-from workbench.tuning.options import EngineOptions
-from workbench.servers.placement import place_servers
 from workbench.plan.tasks import Shard
+from workbench.runs.store import RunDir
+from workbench.servers.placement import place_servers
 from workbench.servers.slices import SliceBinding, SliceHost, apply_slice
 from workbench.spec import TuneSpec
-from workbench.runs.store import RunDir
+from workbench.tuning.client import ShardJob
+from workbench.tuning.options import EngineOptions
 
 
 @dataclass(frozen=True)

@@ -18,22 +18,33 @@ import sys
 import time
 import traceback
 
+from workbench.hardware import GpuInfo, detect
 from workbench.orchestrate import diskspace
-from workbench.runs import store
-from workbench.runs.event_types import (Error, FinishRequested, HardwareFound, Launched, MpsStatus, Phase, RunFinished,
-                          RunStarted, ShardFailed, ShardFinished, ShardPlanned, StageSkipped)
-from workbench.runs.events import EventWriter
-from workbench.hardware import GpuInfo, TargetSpec, detect
-from workbench.servers.mps import MpsDaemon, start_daemons
-from workbench.tuning.options import EngineOptions
-from workbench.procs import ProcessError, child_env, tail
-from workbench.servers.pool import RPCServer, ServerPool, ServerSpec, external_ready
 from workbench.orchestrate.shard_launch import LocalLauncher, ShardHandle, ShardLaunch, ShardLauncher
-from workbench.plan.tasks import Shard
-from workbench.servers.slices import SliceHost
-from workbench.spec import parse_tracker
 from workbench.orchestrate.stage_plan import NOTHING, StagePlan, stage_plan, wants_mps
+from workbench.plan.tasks import Shard
+from workbench.procs import ProcessError, child_env, tail
+from workbench.runs import store
+from workbench.runs.event_types import (
+    Error,
+    FinishRequested,
+    HardwareFound,
+    Launched,
+    MpsStatus,
+    Phase,
+    RunFinished,
+    RunStarted,
+    ShardFailed,
+    ShardFinished,
+    ShardPlanned,
+    StageSkipped,
+)
+from workbench.runs.events import EventWriter
+from workbench.servers.mps import MpsDaemon, start_daemons
+from workbench.servers.pool import RPCServer, ServerPool, ServerSpec, external_ready
+from workbench.servers.slices import SliceHost
 from workbench.servers.telemetry import Sampler
+from workbench.spec import parse_tracker
 
 CLIENT_POLL_S = 0.5
 
@@ -146,10 +157,10 @@ class Supervisor:
         self.events.emit(RunFinished(status=status, message=message))
         return status
 
-    def _on_term(self, signum, frame) -> None:  # noqa: ARG002
+    def _on_term(self, signum, frame) -> None:  # noqa: ARG002 - a signal handler's signature
         self.stop_requested = True
 
-    def _on_finish(self, signum, frame) -> None:  # noqa: ARG002
+    def _on_finish(self, signum, frame) -> None:  # noqa: ARG002 - a signal handler's signature
         if not self.finishing:
             with contextlib.suppress(OSError):  # a full disk: finishing goes on without the record
                 self.events.emit(FinishRequested())

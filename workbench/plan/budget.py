@@ -157,7 +157,7 @@ def plan_budget(tasks: list[TaskInfo], spec: TuneSpec, target: str | None = None
         n_tuned = max(n_tuned, min(n, -(-trials // per_task)))
     tuned, default = ranked[:n_tuned], ranked[n_tuned:]
     total_cost = sum(t.cost for t in ranked) or 1.0
-    return Budget(trials=trials, batch=batch, batch_asked=asked, trials_per_task=per_task, tuned=tuple(t.name for t in tuned),
-                  default=tuple(t.name for t in default),
+    return Budget(trials=trials, batch=batch, batch_asked=asked, trials_per_task=per_task,
+                  tuned=tuple(t.name for t in tuned), default=tuple(t.name for t in default),
                   tuned_cost_share=round(sum(t.cost for t in tuned) / total_cost, 4), asked=spec.trials,
                   later_batches=LATER_BATCH_WORTH if by_worth else None)

@@ -14,7 +14,8 @@ from typing import Any
 from workbench.hardware import TargetSpec
 from workbench.plan.budget import Budget
 from workbench.plan.tasks import Shard, TaskInfo
-from workbench.tuning.options import REGISTRIES, EngineOptions
+from workbench.tuning.options import EngineOptions
+from workbench.tuning.registry import ENGINE
 
 
 @dataclass(frozen=True)
@@ -83,9 +84,10 @@ class Plan:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Plan:
         target = TargetSpec.from_dict(d["target"])
-        options = EngineOptions.given(**{name: d.get(name) for name in REGISTRIES}).resolved(target.kind)
+        options = EngineOptions.given(**{name: d.get(name) for name in ENGINE}).resolved(target.kind)
         return cls(target=target, tasks=tuple(PlannedTask.from_dict(t) for t in d.get("tasks") or ()),
-                   budget=Budget.from_dict(d["budget"]), shards=tuple(Shard.from_dict(s) for s in d.get("shards") or ()),
+                   budget=Budget.from_dict(d["budget"]),
+                   shards=tuple(Shard.from_dict(s) for s in d.get("shards") or ()),
                    options=options, gpus=tuple(int(g) for g in d.get("gpus") or ()),
                    input_shape=tuple(int(x) for x in d.get("input_shape") or ()), dtype=str(d.get("dtype", "float32")),
                    notes=tuple(str(n) for n in d.get("notes") or ()), tracker_servers=d.get("tracker_servers") or None)

@@ -42,7 +42,7 @@ class Shard:
                 "replica": self.replica, "measure": list(self.measure)}
 
     @classmethod
-    def from_dict(cls, d: dict) -> "Shard":
+    def from_dict(cls, d: dict) -> Shard:
         return cls(int(d["index"]), tuple(d["tasks"]), int(d["trials"]), float(d["cost"]), int(d.get("replica", 0)),
                    tuple(d.get("measure", ())))
 

@@ -7,13 +7,13 @@ import os
 import shutil
 import time
 
+from workbench.hardware import TargetSpec
 from workbench.orchestrate import diskspace
+from workbench.plan.tasks import Shard
+from workbench.results.noise import NO_TUNED_SCHEDULE, paired_verdict, verdict
 from workbench.runs import store
 from workbench.runs.event_types import Compiled, DefaultsTimed, Merged, Timed, Verified
 from workbench.runs.events import EventReader, EventWriter
-from workbench.hardware import TargetSpec
-from workbench.results.noise import verdict
-from workbench.plan.tasks import Shard
 from workbench.servers.slices import SliceHost
 from workbench.spec import TuneSpec, parse_tracker
 
@@ -40,6 +40,20 @@ def measured_defaults(run_dir: str, tuned_at: int) -> dict[str, float | None]:
     return out
 
 
+def stage_verdict(tuned: dict, untuned: dict, uses_tuned_records: bool) -> tuple[str, str]:
+    """(verdict, kept) of a stage from its timing rows: NO_TUNED_SCHEDULE and 'untuned' when the model uses no tuned
+    record; else the paired test's 'faster', 'slower' or 'within noise' on interleaved timings (the IQR rule on
+    timings taken apart), and 'untuned' kept only when the tuned build is slower."""
+    if not uses_tuned_records:
+        return NO_TUNED_SCHEDULE, "untuned"
+    if tuned.get("interleaved") and untuned.get("interleaved"):
+        said = paired_verdict(tuned["latency_ms"], untuned["latency_ms"]).verdict
+    else:
+        said = verdict(tuned["latency_ms_median"], tuned["latency_ms_iqr"], untuned["latency_ms_median"],
+                       untuned["latency_ms_iqr"])
+    return said, "untuned" if said == "slower" else "tuned"
+
+
 def finish_stage(run_dir: str, spec: TuneSpec, target: TargetSpec, tuned_at: int, shards: list[Shard],
                  events: EventWriter, phase, host: SliceHost | None, env: dict[str, str],
                  trials_asked: int, early: bool = False) -> dict:
@@ -47,8 +61,8 @@ def finish_stage(run_dir: str, spec: TuneSpec, target: TargetSpec, tuned_at: int
 
     `phase(name)` announces each step (and raises when the run was asked to stop)."""
     from workbench.models.load import load_model
-    from workbench.results.compile import compile_with_database, floored_database, merge_databases
     from workbench.plan.tasks import extract_tasks
+    from workbench.results.compile import compile_with_database, floored_database, merge_databases
     from workbench.results.sweep import infer_at
 
     folder = store.RunDir(run_dir)
@@ -62,30 +76,34 @@ def finish_stage(run_dir: str, spec: TuneSpec, target: TargetSpec, tuned_at: int
     tasks = extract_tasks(model.mod, tvm_target)
     choices = floored_database(merged.path, folder.best_db(tuned_at), tasks, tvm_target,
                                measured_defaults(run_dir, tuned_at))
-    tuned = compile_with_database(model.mod, tvm_target, folder.best_db(tuned_at), folder.tuned_lib(tuned_at))
     untuned_path = folder.untuned_lib
     if not os.path.exists(untuned_path):
         compile_with_database(model.mod, tvm_target, None, untuned_path)
     kept_tuned = [c.task for c in choices if c.kept == "tuned"]
+    tuned = folder.tuned_lib(tuned_at)
+    if kept_tuned:
+        compile_with_database(model.mod, tvm_target, folder.best_db(tuned_at), tuned)
+    else:  # no tuned record beat its task's default: the stage's model is the untuned build, byte for byte
+        store.write_atomic(tuned, lambda tmp: shutil.copyfile(untuned_path, tmp))
     kept_default = [c.task for c in choices if c.kept == "default" and c.best_us is not None]
     events.emit(Compiled(tuned_at=tuned_at, path=tuned, seconds=round(time.time() - t0, 2),
                          tasks_tuned=sum(c.best_us is not None for c in choices), tasks_total=len(choices),
                          untuned_tasks=[c.task for c in choices if c.best_us is None], kept_tuned=kept_tuned,
                          kept_default=kept_default, choices=[c.to_dict() for c in choices]))
     phase("verifying", tuned_at=tuned_at)
-    rows = infer_at(run_dir, tuned_at, {"tuned": tuned, "untuned": untuned_path}, model, target, host, env,
-                    reference=untuned_path, tracker=parse_tracker(spec.tracker) if spec.tracker else None)
+    libs = {"tuned": tuned, "untuned": untuned_path} if kept_tuned else {"untuned": untuned_path}
+    rows = infer_at(run_dir, tuned_at, libs, model, target, host, env, reference=untuned_path,
+                    tracker=parse_tracker(spec.tracker) if spec.tracker else None, interleave=True)
     by = {r["name"]: r for r in rows}
-    t, u = by["tuned"], by["untuned"]
+    u = by["untuned"]
+    t = by.get("tuned", u)  # no tuned schedule: one binary, timed once
     events.emit(Verified(tuned_at=tuned_at, match=t.get("match"), max_abs_err=t.get("max_abs_err"),
                          rel_err=t.get("rel_err"), finite=t.get("finite"), input=t.get("input", ""),
                          output_range=t.get("output_range", []), match_note=t.get("match_note", "")))
-    said = verdict(t["latency_ms_median"], t["latency_ms_iqr"], u["latency_ms_median"], u["latency_ms_iqr"])
+    said, kept = stage_verdict(t, u, bool(kept_tuned))
     busy = max((r["busy_cores"] for r in (t, u) if r.get("busy_cores") is not None), default=None)
-    kept = "tuned"
     if said == "slower":  # never ship a model slower than the default build: the stage keeps the untuned one
         store.write_atomic(tuned, lambda tmp: shutil.copyfile(untuned_path, tmp))
-        kept = "untuned"
     events.emit(Timed(tuned_at=tuned_at, tuned_ms=t["latency_ms_median"], tuned_iqr_ms=t["latency_ms_iqr"],
                       untuned_ms=u["latency_ms_median"], untuned_iqr_ms=u["latency_ms_iqr"],
                       speedup=u["latency_ms_median"] / t["latency_ms_median"], verdict=said, kept=kept,

@@ -2,9 +2,10 @@
 
 Started by the supervisor under a slice (MPS variables or a core set), or, for a run measured on a tracker's
 servers (`rpc` in the job), on one of those servers: the libraries are uploaded and run there, on the hardware
-and slice they were tuned on, which this host may not have (a laptop tuning for a GPU elsewhere). For each library it loads
-the model, feeds the same seeded random input, optionally compares outputs with a reference
-library, and times end-to-end inference. Prints one JSON object per library on stdout.
+and slice they were tuned on, which this host may not have (a laptop tuning for a GPU elsewhere). For each library it
+loads the model, feeds the same seeded random input, optionally compares outputs with a reference library, and times
+end-to-end inference; with `interleave`, all libraries in turn, round by round (`noise.paired_verdict` reads them).
+Prints one JSON object per library on stdout.
 
 Each library is timed `repeat` times (15), or as many times as fit `time_budget_s` (10 s) but at
 least 5: TVM's untuned build of a model can take seconds per inference on a CPU, and 15 of those
@@ -21,8 +22,8 @@ import time
 
 import numpy as np
 
-from workbench.results.noise import CpuWatch
 from workbench.procs import die_with_parent
+from workbench.results.noise import PAIRED_LEAST_ROUNDS, CpuWatch
 from workbench.servers.pool import request_session
 
 
@@ -126,6 +127,17 @@ def time_vm(vm, dev, x, repeat: int, min_repeat_ms: int, remote: bool = False) -
     return [float(r) * 1e3 for r in evaluator(x).results]
 
 
+def time_interleaved(vms: dict, dev, x, rounds: int, min_repeat_ms: int,
+                     remote: bool = False) -> dict[str, list[float]]:
+    """Each library timed once per round, in turn (A, B, A, B ...): drift on a busy machine hits all of them alike,
+    so their round-by-round ratios are what `noise.paired_verdict` reads. Per-library lists of ms, round by round."""
+    out: dict[str, list[float]] = {name: [] for name in vms}
+    for _ in range(rounds):
+        for name, vm in vms.items():
+            out[name] += time_vm(vm, dev, x, 1, min_repeat_ms, remote)
+    return out
+
+
 def run(job: dict) -> list[dict]:
     import tvm
 
@@ -152,6 +164,9 @@ def run(job: dict) -> list[dict]:
             if varies(ref_out):
                 break
     out = []
+    interleave = bool(job.get("interleave")) and len(job["libs"]) > 1
+    vms: dict = {}
+    slowest_ms = 0.0
     for name, path in job["libs"].items():
         if path == reference:  # already loaded and run once
             vm, y, one_ms = ref_vm, ref_out, ref_ms
@@ -167,17 +182,38 @@ def run(job: dict) -> list[dict]:
                 result["match_note"] = (f"inconclusive: the reference's outputs are constant or near zero "
                                         f"(range {output_range(ref_out)}) for every input tried")
         min_repeat_ms = job.get("min_repeat_ms", 50)
+        if interleave:  # timed below, all together
+            vms[name] = vm
+            slowest_ms = max(slowest_ms, one_ms)
+            out.append(result)
+            continue
         repeat = repeats_for(one_ms, job.get("repeat", 15), min_repeat_ms, job.get("time_budget_s", 10.0))
         with CpuWatch() as watch:  # what else ran meanwhile: a busy machine makes the numbers noise
             ms_list = time_vm(vm, dev, x, repeat, min_repeat_ms, over_rpc)
-        q1, med, q3 = np.percentile(ms_list, [25, 50, 75])
-        # On a server the timed process is not ours: this host's load says nothing of the server's (None)
-        busy = None if over_rpc else watch.others_cores
-        result.update(latency_ms_median=float(med), latency_ms_iqr=float(q3 - q1), latency_ms=ms_list, repeats=repeat,
-                      busy_cores=busy, timing_s=round(watch.seconds, 3))
+        _summarise(result, ms_list, repeat, None if over_rpc else watch.others_cores, watch.seconds)
         out.append(result)
         print(json.dumps(result), flush=True)
+    if interleave:
+        min_repeat_ms = job.get("min_repeat_ms", 50)
+        # the time budget is per library, as when each is timed alone
+        rounds = repeats_for(slowest_ms, job.get("repeat", 15), min_repeat_ms, job.get("time_budget_s", 10.0),
+                             least=PAIRED_LEAST_ROUNDS)
+        rounds = max(rounds, PAIRED_LEAST_ROUNDS)
+        with CpuWatch() as watch:
+            timed = time_interleaved(vms, dev, x, rounds, min_repeat_ms, over_rpc)
+        for result in out:
+            _summarise(result, timed[result["name"]], rounds, None if over_rpc else watch.others_cores, watch.seconds,
+                       interleaved=True)
+            print(json.dumps(result), flush=True)
     return out
+
+
+def _summarise(result: dict, ms_list: list[float], repeats: int, busy: float | None, seconds: float,
+               interleaved: bool = False) -> None:
+    """A library's timing fields. `busy`: None on a server, whose load this host does not see."""
+    q1, med, q3 = np.percentile(ms_list, [25, 50, 75])
+    result.update(latency_ms_median=float(med), latency_ms_iqr=float(q3 - q1), latency_ms=list(ms_list),
+                  repeats=repeats, busy_cores=busy, timing_s=round(seconds, 3), interleaved=interleaved)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,21 +1,71 @@
 """Timing noise, owned here for the finisher, the CLI, the recommendation and the panel alike.
 
-A timing is a median with its IQR (`workbench.results.infer`); two timings differ only when their medians are further
-apart than the larger IQR. `CpuWatch` measures, over a timing window, how much CPU other processes used (the
-whole machine's busy time less this process tree's), so a number timed on a busy machine says so.
+A timing is a median with its IQR (`workbench.results.infer`); two timings differ only when their medians are
+further apart than the larger IQR. That rule is for timings taken apart (a sweep's points); it is no noise test: on a
+busy machine two timings of one binary, minutes apart, differ beyond their IQRs. Whether a tuned build is faster than
+the untuned one is decided by `paired_verdict` on timings taken interleaved (A, B, A, B ...) in one process: drift
+then hits both alike, and only a difference that holds round after round, and is large enough, counts. `CpuWatch`
+measures, over a timing window, how much CPU other processes used (the whole machine's busy time less this process
+tree's), so a number timed on a busy machine says so.
 """
 from __future__ import annotations
 
 import math
+import statistics
 import time
+from dataclasses import dataclass
 from types import TracebackType
 
 BUSY_CORES = 0.25  # other processes' average use while timing, in cores, above which a timing is flagged
+# The paired test: one-sided sign test over interleaved rounds at this level, and a median paired ratio at least this
+# far from 1. Two timings of one binary pass neither (tests/test_infer.py times a library against itself).
+PAIRED_ALPHA = 0.01
+PAIRED_MIN_EFFECT = 0.03
+PAIRED_LEAST_ROUNDS = 8  # the fewest rounds at which a sign test can reach PAIRED_ALPHA (7: 1/128), with one to spare
+NO_TUNED_SCHEDULE = "no tuned schedule"  # the verdict of a stage whose model uses no tuned record: the untuned build
 
 
 def within_noise(a_ms: float, a_iqr: float | None, b_ms: float, b_iqr: float | None) -> bool:
     """Whether two medians are no further apart than the larger of their IQRs (a missing IQR counts as 0)."""
     return abs(a_ms - b_ms) <= max(_num(a_iqr), _num(b_iqr))
+
+
+@dataclass(frozen=True)
+class Paired:
+    """`paired_verdict`'s reading of interleaved timings of A and B: `ratio` is the median of A/B over the rounds
+    (below 1: A faster), `a_wins` the rounds A was faster in, `p` the one-sided sign test's p-value for the direction
+    seen, `verdict` 'faster', 'slower' (A against B) or 'within noise'."""
+
+    verdict: str
+    ratio: float
+    a_wins: int
+    rounds: int
+    p: float
+
+    def describe(self) -> str:
+        return (f"{self.verdict}: median ratio {self.ratio:.3f} over {self.rounds} interleaved rounds, faster in "
+                f"{self.a_wins} (sign test p = {self.p:.3g})")
+
+
+def paired_verdict(a_ms: list[float], b_ms: list[float], alpha: float = PAIRED_ALPHA,
+                   min_effect: float = PAIRED_MIN_EFFECT) -> Paired:
+    """A against B from timings taken in rounds (round i: A then B): 'faster' or 'slower' only when A won (or lost)
+    in so many rounds that a fair coin would do it with probability below `alpha`, and the median ratio is at least
+    `min_effect` from 1; else 'within noise'."""
+    pairs = [(a, b) for a, b in zip(a_ms, b_ms) if a > 0 and b > 0 and math.isfinite(a) and math.isfinite(b)]
+    if not pairs:
+        return Paired("within noise", 1.0, 0, 0, 1.0)
+    ratios = sorted(a / b for a, b in pairs)
+    ratio = statistics.median(ratios)
+    wins = sum(r < 1 for r in ratios)
+    losses = sum(r > 1 for r in ratios)
+    n = wins + losses
+    k = max(wins, losses)
+    p = sum(math.comb(n, i) for i in range(k, n + 1)) / 2 ** n if n else 1.0
+    said = "within noise"
+    if p < alpha and abs(ratio - 1.0) >= min_effect:
+        said = "faster" if ratio < 1 else "slower"
+    return Paired(said, ratio, wins, len(pairs), p)
 
 
 def verdict(tuned_ms: float, tuned_iqr: float, untuned_ms: float, untuned_iqr: float) -> str:
@@ -85,7 +135,7 @@ class CpuWatch:
         self.others_cores: float | None = None
         self.seconds = 0.0
 
-    def __enter__(self) -> "CpuWatch":
+    def __enter__(self) -> CpuWatch:
         self._t0, self._busy0, self._own0 = time.monotonic(), _machine_busy_s(), _tree_s()
         return self
 

@@ -8,12 +8,12 @@ from collections.abc import Callable
 
 import pandas as pd
 
+from workbench.hardware import TargetSpec, detect
+from workbench.procs import ManagedProcess, ProcessError, python_argv, tail
 from workbench.runs import store
 from workbench.runs.event_types import Error, MpsStatus, SweepFinished, SweepPoint, SweepStarted
 from workbench.runs.events import EventWriter
-from workbench.hardware import TargetSpec, detect
 from workbench.servers.mps import start_daemons
-from workbench.procs import ManagedProcess, ProcessError, python_argv, tail
 from workbench.servers.slices import SliceBinding, SliceHost, apply_slice, core_groups
 
 INFER_TIMEOUT_S = 600.0
@@ -41,11 +41,12 @@ def _wait(proc: ManagedProcess, timeout: float, should_stop: Callable[[], bool])
 def infer_at(run_dir: str, percent: int, libs: dict[str, str], model, target: TargetSpec,
              host: SliceHost | None, env: dict[str, str], reference: str | None = None,
              timeout: float = INFER_TIMEOUT_S, should_stop: Callable[[], bool] = lambda: False,
-             tracker: tuple[str, int, str] | None = None) -> list[dict]:
+             tracker: tuple[str, int, str] | None = None, interleave: bool = False) -> list[dict]:
     """Run `workbench.results.infer` under slice `percent` of `host` (its first GPU's daemon and the run's
     pinned-memory limit, as its servers had them; None: this process's cores, no MPS) on `libs`; return
     one result dict per library. With `tracker` (HOST, PORT, KEY) the worker times them on a server under that
-    key instead, at the slice that server has (`percent` is then only the stage's name).
+    key instead, at the slice that server has (`percent` is then only the stage's name). `interleave`: time the
+    libraries in turn, round by round, for a paired comparison (`noise.paired_verdict`).
 
     The worker dies with its caller (Linux) and is stopped as soon as `should_stop()` (Interrupted)."""
     folder = os.path.join(run_dir, "infer")
@@ -57,7 +58,8 @@ def infer_at(run_dir: str, percent: int, libs: dict[str, str], model, target: Ta
     job = {"device": target.device_type, "libs": libs, "reference": reference, "input_shape": list(model.input_shape),
            "dtype": model.dtype, "slice_percent": percent, "out": out,
            "min_repeat_ms": 20 if target.kind == "cuda" else 50, "parent_pid": os.getpid(),
-           "rpc": list(tracker) if tracker else None, "server": server_name(tracker) if tracker else None}
+           "rpc": list(tracker) if tracker else None, "server": server_name(tracker) if tracker else None,
+           "interleave": interleave}
     job_path = os.path.join(folder, f"job-{tag}.json")
     with open(job_path, "w") as f:
         json.dump(job, f)

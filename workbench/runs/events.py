@@ -14,12 +14,43 @@ import os
 import time
 from typing import Any
 
-from workbench.runs.event_types import (KINDS, Batch, ClusterReady, Compiled, DefaultsTimed, Error, Event, FinishRequested,
-                          HardwareFound, IntrinsicsLoaded, Launched, Merged, MpsStatus, Phase, RunFinished, RunStarted,
-                          ServerLost, ServerReady, ShardFailed, ShardFinished, ShardPlaced, ShardPlanned, ShardStarted,
-                          SliceEvent, StageSkipped, SweepFinished, SweepPoint, SweepStarted, TaskSkipped, Telemetry,
-                          Timed, Unknown, Verified, WorkerLost)
-from workbench.results.noise import busy_warning, fmt_timing, is_busy
+from workbench.results.noise import NO_TUNED_SCHEDULE, busy_warning, fmt_timing, is_busy
+from workbench.runs.event_types import (
+    KINDS,
+    Batch,
+    ClusterReady,
+    Compiled,
+    DefaultsTimed,
+    Error,
+    Event,
+    FinishRequested,
+    HardwareFound,
+    IntrinsicsLoaded,
+    Launched,
+    Merged,
+    MpsStatus,
+    Phase,
+    RunFinished,
+    RunStarted,
+    ServerLost,
+    ServerReady,
+    ShardFailed,
+    ShardFinished,
+    ShardPlaced,
+    ShardPlanned,
+    ShardStarted,
+    SliceEvent,
+    StageSkipped,
+    SweepFinished,
+    SweepPoint,
+    SweepStarted,
+    TaskSkipped,
+    Telemetry,
+    Timed,
+    Unknown,
+    Verified,
+    WorkerLost,
+)
 from workbench.units import fmt_us
 
 EVENTS_FILE = "events.jsonl"
@@ -247,7 +278,11 @@ def describe(e: Event) -> str:
             line = (f"{at}latency {fmt_timing(e.tuned_ms, e.tuned_iqr_ms)} tuned vs "
                     f"{fmt_timing(e.untuned_ms, e.untuned_iqr_ms)} untuned ({e.speedup:.2f}x)"
                     + (f", on the server under {e.server}" if e.server else ""))
-            if e.verdict == "slower":
+            if e.verdict == NO_TUNED_SCHEDULE:
+                line = (f"{at}latency {fmt_timing(e.untuned_ms, e.untuned_iqr_ms)}: no tuned schedule beat the "
+                        "defaults, so the model is the untuned build"
+                        + (f", on the server under {e.server}" if e.server else ""))
+            elif e.verdict == "slower":
                 line += ": the tuned build is slower, so the untuned build is kept"
             elif e.verdict == "within noise":
                 line += ": within noise"

@@ -11,12 +11,28 @@ from typing import Any
 
 import pandas as pd
 
-from workbench.runs.event_types import (TERMINAL, Batch, Compiled, Event, FinishRequested, Launched, Merged, Phase, RunStarted,
-                          ShardFailed, ShardFinished, ShardPlanned, ShardStarted, StageSkipped, SweepPoint, Timed,
-                          Verified)
+from workbench.plan.plan import Plan
+from workbench.runs.event_types import (
+    TERMINAL,
+    Batch,
+    Compiled,
+    Event,
+    FinishRequested,
+    Launched,
+    Merged,
+    Phase,
+    RunStarted,
+    ShardFailed,
+    ShardFinished,
+    ShardPlanned,
+    ShardStarted,
+    StageSkipped,
+    SweepPoint,
+    Timed,
+    Verified,
+)
 from workbench.spec import TuneSpec
 from workbench.units import fmt_seconds
-from workbench.plan.plan import Plan
 
 RATE_WINDOW_S = 300.0  # the trials/s rate is measured over the last 5 minutes of tuning
 FINISH_STEPS = (Merged, Compiled, Verified, Timed)  # a slice's finishing steps: one unit of overall progress each
@@ -255,9 +271,10 @@ def overall(events: list[Event], plan: Plan | None, spec: TuneSpec, status: str,
                    sum(k.time_s) / len(k.time_s) if k.time_s else SWEEP_POINT_GUESS_S)
         stages = len([s for s in slices if s not in k.skipped and (not k.finish_asked or s in k.tuned)])
         sweep_left = max(0, stages * len(spec.sweep_slices) - k.sweep_points) * point_s
-        sweep_note = f"; then the sweep: {len(spec.sweep_slices)} slices x {stages} models at ~{fmt_seconds(point_s)} each"
+        sweep_note = (f"; then the sweep: {len(spec.sweep_slices)} slices x {stages} models at "
+                      f"~{fmt_seconds(point_s)} each")
     eta = None if tune_s is None else round(tune_s + finish_left + sweep_left, 1)
     asked = "Finish was asked for: no more trials; " if k.finish_asked else ""
-    note = (f"ETA = {asked}trials left / rate + finishing {len(will_finish)} slice(s){' + the sweep' if sweep_note else ''}"
-            f"; {rate_note}; {finish_note}{sweep_note}")
+    note = (f"ETA = {asked}trials left / rate + finishing {len(will_finish)} slice(s)"
+            f"{' + the sweep' if sweep_note else ''}; {rate_note}; {finish_note}{sweep_note}")
     return Overall(**steps, eta_s=eta, phase=k.phase, tuned_at=k.tuned_at, note=note, ended=False)

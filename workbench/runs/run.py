@@ -13,16 +13,29 @@ from typing import Any
 
 import pandas as pd
 
+from workbench.plan.plan import Plan
+from workbench.procs import group_alive
 from workbench.runs import store
 from workbench.runs.cluster_view import ClusterView, cluster_view
-from workbench.runs.event_types import (FAILURES, TERMINAL, Batch, Event, FinishRequested, Launched, Phase, RunFinished, RunStarted,
-                          ServerReady, ShardPlanned, SweepPoint, Telemetry)
+from workbench.runs.event_types import (
+    FAILURES,
+    TERMINAL,
+    Batch,
+    Event,
+    FinishRequested,
+    Launched,
+    Phase,
+    RunFinished,
+    RunStarted,
+    ServerReady,
+    ShardPlanned,
+    SweepPoint,
+    Telemetry,
+)
 from workbench.runs.events import EventReader, as_dict, since_last_raise
-from workbench.procs import group_alive
 from workbench.runs.progress import Overall, overall, shard_progress
-from workbench.spec import SpecError, TuneSpec
 from workbench.runs.tables import budget_history, events_table, results_table, time_spent
-from workbench.plan.plan import Plan
+from workbench.spec import SpecError, TuneSpec
 
 
 class Run:
@@ -57,7 +70,7 @@ class Run:
         return len(self._events)
 
     @contextlib.contextmanager
-    def consistent(self) -> Iterator["Run"]:
+    def consistent(self) -> Iterator[Run]:
         """Tables computed inside see one set of events: one read at entry, none until the exit."""
         self.poll_events()
         self._held += 1

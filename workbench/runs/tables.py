@@ -9,8 +9,8 @@ from typing import Any
 
 import pandas as pd
 
-from workbench.runs.events import is_raise
 from workbench.results.noise import fmt_timing, within_noise
+from workbench.runs.events import is_raise
 from workbench.units import time_unit
 
 # results.json field -> the header people read (in this order); the panel and the CLI show these columns

@@ -7,8 +7,8 @@ from typing import Any
 
 import pandas as pd
 
-from workbench.runs.event_types import Batch, Compiled, DefaultsTimed, Event, ShardPlanned, TaskSkipped
 from workbench.plan.plan import Plan
+from workbench.runs.event_types import Batch, Compiled, DefaultsTimed, Event, ShardPlanned, TaskSkipped
 
 COLUMNS = ["tuned_at", "task", "state", "weight", "share", "default_us", "best_us", "trials", "kept", "reason"]
 SORTS = {"share": False, "default_us": False, "best_us": False, "trials": False, "state": True, "task": True}
@@ -60,7 +60,7 @@ def task_table(plan: Plan | None, events: list[Event], slices: tuple[int, ...]) 
     for (stage, task, _), n in trials.items():
         per[(stage, task)]["trials"] += n
     df = pd.DataFrame(list(per.values()), columns=COLUMNS)
-    for stage, part in df.groupby("tuned_at"):
+    for _stage, part in df.groupby("tuned_at"):
         time_us = part["default_us"] * part["weight"]
         total = time_us.sum(skipna=True)
         if total > 0:

@@ -101,7 +101,7 @@ class MpsDaemon:
         return {"root": self.root, "pipe": self.pipe_dir, "gpu_uuid": self.gpu_uuid or ""}
 
     @classmethod
-    def from_dict(cls, d: dict) -> "MpsDaemon":
+    def from_dict(cls, d: dict) -> MpsDaemon:
         """A daemon recorded by `to_dict`, `started` while its pid file names a live process."""
         daemon = cls(d["root"], d.get("gpu_uuid") or None, pipe_dir=d["pipe"])
         pid = daemon.daemon_pid()
@@ -161,7 +161,7 @@ def _alive(pid: int) -> bool:
 
 
 def start_daemons(roots: dict[int, str], uuids: Mapping[int, str | None],
-                  on_start: Callable[[int, MpsDaemon], None] = lambda gpu, daemon: None) -> dict[int, MpsDaemon]:
+                  on_start: Callable[[int, MpsDaemon], None] = lambda _gpu, _daemon: None) -> dict[int, MpsDaemon]:
     """One MPS control daemon per GPU (a root folder per GPU index), each started (or saying why not) and
     handed to `on_start` at once, so that the caller records it before starting the next."""
     daemons = {}

@@ -14,10 +14,10 @@ import sys
 import time
 from dataclasses import dataclass
 
-from workbench.runs.event_types import ServerLost, ServerReady
 from workbench.procs import ManagedProcess, ProcessError, python_argv, tail
-from workbench.servers.rpc_server import INFO_FUNC
+from workbench.runs.event_types import ServerLost, ServerReady
 from workbench.runs.store import RunDir
+from workbench.servers.rpc_server import INFO_FUNC
 from workbench.servers.slices import SliceBinding
 from workbench.spec import SpecError, parse_tracker
 
@@ -260,14 +260,14 @@ class ServerPool:
             host, port = self.tracker_addr
             try:
                 self.registered_before = count_servers(tracker_summary(host, port), self.key)
-            except Exception as err:  # noqa: BLE001
+            except Exception as err:  # noqa: BLE001 - any failure to ask the tracker becomes one clear error
                 raise ProcessError(f"tracker {host}:{port} does not answer ({err}); check it with "
                                    f"`python -m tvm.exec.query_rpc_tracker --host {host} --port {port}`") from None
             return
         self.tracker = Tracker(self.host, RunDir(self.run_dir).log("tracker"), self.env)
         self.tracker.start()  # readiness is awaited in wait_servers(), so that start-ups overlap
 
-    def start_servers(self, specs: list[ServerSpec]) -> list["RPCServer"]:
+    def start_servers(self, specs: list[ServerSpec]) -> list[RPCServer]:
         """Start one server per spec without waiting (they retry until the tracker answers)."""
         host, port = self.tracker_addr
         started = []
@@ -280,7 +280,7 @@ class ServerPool:
             started.append(server)
         return started
 
-    def wait_servers(self, started: list["RPCServer"], timeout: float = READY_TIMEOUT_S) -> None:
+    def wait_servers(self, started: list[RPCServer], timeout: float = READY_TIMEOUT_S) -> None:
         """Wait until the tracker answers and lists every started server; raise with log tails if not."""
         if self.tracker is not None and self.tracker.status.value != "running":
             self.tracker.wait_ready(timeout)

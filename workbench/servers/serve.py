@@ -20,13 +20,13 @@ from dataclasses import dataclass
 
 import psutil
 
+from workbench.hardware import GpuInfo, Hardware, detect, usable_cores
+from workbench.procs import child_env, group_alive
 from workbench.runs import store
 from workbench.runs.event_types import Event, HardwareFound, MpsStatus, ServerLost
 from workbench.runs.events import EventWriter, describe
-from workbench.hardware import GpuInfo, Hardware, detect, usable_cores
 from workbench.servers.mps import MpsDaemon
 from workbench.servers.pool import READY_TIMEOUT_S, ServerPool, ServerSpec, answering_tracker, count_servers
-from workbench.procs import child_env, group_alive
 from workbench.servers.slices import SliceBinding, SliceHost, apply_slice
 from workbench.spec import ServeSpec, Slice, SpecError, exposure_warning
 
@@ -61,7 +61,7 @@ def _cpu_model() -> str:
         return ""
 
 
-def device_key(hw: Hardware, gpu: GpuInfo | None) -> str:
+def device_key(gpu: GpuInfo | None) -> str:
     """A key naming this host's device: the GPU's name ("nvidia-h200"), else "cpu-" and the CPU's model."""
     if gpu is not None:
         return _slug(gpu.name)[:64] or "gpu"
@@ -82,7 +82,7 @@ def plan_serve(spec: ServeSpec, hw: Hardware, cores: list[int] | None = None) ->
             raise SpecError("gpu", f"index {index} is not present; this host shows {len(hw.gpus)} GPU(s): 0 to "
                                    f"{len(hw.gpus) - 1}")
         gpu = hw.gpus[index]
-    return ServePlan(spec, "cuda" if gpu else "cpu", spec.key or device_key(hw, gpu), cores, gpu)
+    return ServePlan(spec, "cuda" if gpu else "cpu", spec.key or device_key(gpu), cores, gpu)
 
 
 def check_tracker(spec: ServeSpec) -> dict:
@@ -124,9 +124,11 @@ def notes(plan: ServePlan, registered_before: int) -> list[str]:
                    "so servers that measure at once compete")
     cores = sum(Slice(p).cores(len(plan.cores)) for p in spec.slices)
     if plan.device == "cpu":
-        out.append(f"no GPU here: a slice is a share of this host's {len(plan.cores)} cores (CPU affinity), as in a run")
+        out.append(f"no GPU here: a slice is a share of this host's {len(plan.cores)} cores (CPU affinity), "
+                   "as in a run")
         if cores > len(plan.cores):
-            out.append(f"the slices come to {cores} cores on this {len(plan.cores)}-core host: some servers share cores")
+            out.append(f"the slices come to {cores} cores on this {len(plan.cores)}-core host: "
+                       "some servers share cores")
     if registered_before:
         out.append(f"the tracker already lists {registered_before} server(s) under key {plan.key} that are not "
                    "these: a run with this key measures on them too")

@@ -58,7 +58,7 @@ class GpuProbe:
                     row["sm_util"] = round(self._gpm_sm_util(self.gpm[i], sample), 1)
                     row["sm_util_source"] = "gpm"
                     self.gpm[i] = sample
-            except Exception as err:  # noqa: BLE001
+            except Exception as err:  # noqa: BLE001 - a GPU that cannot be read gets an error row, not a crash
                 row["error"] = str(err)
             out.append(row)
         return out
@@ -77,7 +77,7 @@ class GpuProbe:
         if self.nvml is not None and self.handles:
             try:
                 self.nvml.nvmlShutdown()
-            except Exception:  # noqa: BLE001
+            except Exception:  # noqa: BLE001 - closing NVML must not fail the caller's clean-up
                 pass
 
 
@@ -95,7 +95,7 @@ class Sampler:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="workbench-telemetry", daemon=True)
 
-    def start(self) -> "Sampler":
+    def start(self) -> Sampler:
         self._thread.start()
         return self
 

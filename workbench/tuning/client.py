@@ -16,15 +16,14 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 
+from workbench.hardware import TargetSpec
 from workbench.runs import store
 from workbench.runs.event_types import DefaultsTimed, Error, IntrinsicsLoaded, ShardFinished, ShardStarted, TaskSkipped
 from workbench.runs.events import EventWriter
-from workbench.hardware import TargetSpec
-from workbench.tuning.options import EngineOptions
 from workbench.spec import TuneSpec
+from workbench.tuning.options import EngineOptions
 
 PARENT_PID_ENV = "WB_CLIENT_PARENT_PID"  # set by a cluster task: the client dies with the worker that started it
 
@@ -79,7 +78,7 @@ class ShardJob:
         return json.dumps(d, indent=1)
 
     @classmethod
-    def from_json(cls, text: str) -> "ShardJob":
+    def from_json(cls, text: str) -> ShardJob:
         d = json.loads(text)
         d["spec"] = TuneSpec.from_dict(d["spec"])
         d["target"] = TargetSpec.from_dict(d["target"])
@@ -88,36 +87,6 @@ class ShardJob:
         d["measure"] = tuple(d.get("measure", ()))
         d["tracker"] = (d["tracker"][0], int(d["tracker"][1]), d["tracker"][2])
         return cls(**d)
-
-
-def evaluator_config(target_kind: str):
-    from tvm.s_tir import meta_schedule as ms
-
-    if target_kind == "cuda":
-        return ms.runner.EvaluatorConfig(number=3, repeat=1, min_repeat_ms=20, enable_cpu_cache_flush=False)
-    return ms.runner.EvaluatorConfig(number=3, repeat=1, min_repeat_ms=10, enable_cpu_cache_flush=False)
-
-
-def make_runner(job: ShardJob):
-    from tvm.s_tir import meta_schedule as ms
-
-    if job.options.runner == "local":
-        return ms.runner.LocalRunner(timeout_sec=job.spec.measure_timeout_s,
-                                     evaluator_config=evaluator_config(job.target.kind))
-    from workbench.tuning.plugins import ServersFirstRunner
-
-    host, port, key = job.tracker
-    config = ms.runner.RPCConfig(tracker_host=host, tracker_port=port, tracker_key=key,
-                                 session_timeout_sec=job.spec.measure_timeout_s)
-    if job.options.runner == "rpc-batch":
-        from workbench.tuning.batch_runner import SessionBatchRunner
-
-        rpc = SessionBatchRunner(config, evaluator_config(job.target.kind), job.runner_workers,
-                                 job.spec.trials_per_batch)
-    else:
-        rpc = ms.runner.RPCRunner(rpc_config=config, evaluator_config=evaluator_config(job.target.kind),
-                                  max_workers=job.runner_workers)
-    return ServersFirstRunner(rpc, lambda: wait_for_servers(job))  # search and build while servers start
 
 
 def previous_progress(database, contexts) -> tuple[dict[str, int], dict[str, float]]:
@@ -133,43 +102,6 @@ def previous_progress(database, contexts) -> tuple[dict[str, int], dict[str, flo
         if costs:
             best[ctx.task_name] = min(costs)
     return trials, best
-
-
-def warm_cost_model(cost_model, database, contexts, siblings: Sequence[str] = ()) -> tuple[int, int]:
-    """Teach a fresh cost model the stage's records before the first batch: the shard's own, then those in its
-    sibling shards' databases (`siblings`: their folders), as the one model of an unsharded tune would hold them.
-    Returns how many it learned of each.
-
-    `tune_tasks` starts its cost model empty, and TVM's XGBoost model predicts at random until it holds 100 samples:
-    a raised budget would search its first batches as if nothing had been measured."""
-    from tvm.s_tir import meta_schedule as ms
-    from tvm_ffi import structural_hash
-
-    own = sum(_learn(cost_model, ctx, database, ctx.mod) for ctx in contexts if database.has_workload(ctx.mod))
-    other = 0
-    for folder in siblings if contexts else ():  # a sibling's tasks are learned under this shard's target
-        try:  # read as it is now: a sibling that is writing a line may leave it torn; it is skipped then
-            db = ms.database.JSONDatabase(work_dir=folder, allow_missing=False)
-            mods = {structural_hash(r.workload.mod): r.workload.mod for r in db.get_all_tuning_records()}
-        except Exception:  # noqa: BLE001 - no database yet, or one cut mid-write
-            continue
-        for mod in mods.values():
-            ctx = ms.TuneContext(mod=mod, target=contexts[0].target, num_threads=contexts[0].num_threads)
-            other += _learn(cost_model, ctx, db, mod)
-    return own, other
-
-
-def _learn(cost_model, ctx, database, mod) -> int:
-    """Update `cost_model` with the valid records of `mod` in `database`, under `ctx` (its group); how many."""
-    from tvm.s_tir import meta_schedule as ms
-
-    records = database.get_top_k(database.commit_workload(mod), 100000)
-    try:
-        cost_model.update(ctx, [r.as_measure_candidate() for r in records],
-                          [ms.runner.RunnerResult(run_secs=r.run_secs, error_msg=None) for r in records])
-    except Exception:  # noqa: BLE001 - a record it cannot replay: the search goes on, as TVM's would, without
-        return 0
-    return len(records)
 
 
 def wait_for_servers(job: ShardJob, timeout: float = 300.0) -> None:
@@ -215,15 +147,19 @@ def run(job: ShardJob) -> int:
     from tvm.s_tir import meta_schedule as ms
 
     from workbench.models.load import load_model
-    from workbench.tuning.default_schedules import defaults_event, time_defaults, timed
     from workbench.plan.tasks import extract_tasks
-    from workbench.tuning.task_scheduler import StreamingScheduler
-    from workbench.tuning.plugins import ProgressCallback, make_builder, make_strategy
+    from workbench.tuning import builder as builders
+    from workbench.tuning import cost_model as cost_models
+    from workbench.tuning import runner as runners
+    from workbench.tuning import search_strategy as strategies
+    from workbench.tuning.default_schedules import defaults_event, time_defaults, timed
+    from workbench.tuning.measure_callback.progress import ProgressCallback
+    from workbench.tuning.task_scheduler.streaming import StreamingScheduler
 
     startup.mark("import")
     events = EventWriter(job.events_path, f"shard-{job.shard}@{job.tuned_at}")
     os.makedirs(job.work_dir, exist_ok=True)
-    builder = make_builder(job.options.builder, job.builder_workers, timeout_sec=max(30, job.spec.measure_timeout_s))
+    builder = builders.create(job.options.builder, job.builder_workers, timeout_sec=max(30, job.spec.measure_timeout_s))
     if hasattr(builder, "prewarm") and job.prewarm:
         builder.prewarm()
     startup.mark("builder")
@@ -246,7 +182,7 @@ def run(job: ShardJob) -> int:
             startup.mark("intrinsics")
         contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
             mine, work_dir=job.work_dir, space="post-order-apply",
-            strategy=make_strategy(job.spec.strategy, job.options.first_round),
+            strategy=strategies.create(job.spec.strategy, job.options.first_round),
             num_threads=1 if same_draws() else job.num_threads, seed=job.seed)
         good_ctx, good_w = [], []
         for ctx, w in zip(contexts, weights):
@@ -263,7 +199,10 @@ def run(job: ShardJob) -> int:
             events.emit(ShardFinished(shard=job.shard, tuned_at=job.tuned_at, shard_trials=0, exit_code=0,
                                       note="no tunable task in this shard"))
             return 0
-        runner = make_runner(job)
+        runner = runners.create(job.options.runner, job.target.kind, tracker=job.tracker, servers=job.runner_workers,
+                                batch=job.spec.trials_per_batch, timeout_s=job.spec.measure_timeout_s,
+                                wait_for_servers=None if job.options.runner == "local"
+                                else lambda: wait_for_servers(job))
         if job.replica == 0:  # replicas of a task share its default: the first one times it
             own = [by_name[n] for n in job.tasks] + [by_name[n] for n in job.measure]
             for times, seconds in timed(time_defaults(own, target, builder, runner, job.spec.trials_per_batch)):
@@ -275,11 +214,10 @@ def run(job: ShardJob) -> int:
         progress.weights.update({c.task_name: float(w) for c, w in zip(good_ctx, good_w)})
         startup.mark("design_spaces")
         xgb = job.spec.cost_model == "xgb"
-        cost_model = ms.cost_model.CostModel.create("xgb", num_tuning_cores=job.num_threads) if xgb \
-            else job.spec.cost_model
+        cost_model = cost_models.create(job.spec.cost_model, job.num_threads)
         siblings = [d for d in store.RunDir(job.run_dir).shard_dbs(job.tuned_at)
                     if os.path.abspath(d) != os.path.abspath(job.work_dir)]
-        learned, from_siblings = warm_cost_model(cost_model, database, good_ctx, siblings) if xgb and remaining \
+        learned, from_siblings = cost_models.warm(cost_model, database, good_ctx, siblings) if xgb and remaining \
             else (0, 0)
         if learned or from_siblings:
             startup.mark("cost_model")

@@ -1,0 +1,46 @@
+"""Runner plug-ins: where and how a batch of built candidates is measured. `create(kind, ...)` takes a name of
+`registry.RUNNERS` or a MetaSchedule runner (returned as it is)."""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from workbench.tuning.registry import RUNNERS, check
+
+
+def evaluator_config(target_kind: str) -> Any:
+    """How each candidate is timed: 3 runs per measurement, at least 20 ms of them on CUDA, 10 ms on CPUs."""
+    from tvm.s_tir import meta_schedule as ms
+
+    if target_kind == "cuda":
+        return ms.runner.EvaluatorConfig(number=3, repeat=1, min_repeat_ms=20, enable_cpu_cache_flush=False)
+    return ms.runner.EvaluatorConfig(number=3, repeat=1, min_repeat_ms=10, enable_cpu_cache_flush=False)
+
+
+def create(kind: Any, target_kind: str = "cpu", *, tracker: tuple[str, int, str] = ("", 0, ""), servers: int = 1,
+           batch: int = 16, timeout_s: float = 60.0, wait_for_servers: Callable[[], None] | None = None) -> Any:
+    """'rpc-batch' (`runner.batch.SessionBatchRunner`: one RPC session per server per batch), 'rpc' (stock
+    RPCRunner) or 'local' (stock LocalRunner, in this process). An RPC runner measures once `wait_for_servers`
+    has returned, so that the client searches and builds its first batch while the servers start."""
+    if not isinstance(kind, str):
+        return kind
+    check("runner", kind, RUNNERS)
+    from tvm.s_tir import meta_schedule as ms
+
+    evaluator = evaluator_config(target_kind)
+    if kind == "local":
+        return ms.runner.LocalRunner(timeout_sec=timeout_s, evaluator_config=evaluator)
+    host, port, key = tracker
+    config = ms.runner.RPCConfig(tracker_host=host, tracker_port=port, tracker_key=key,
+                                 session_timeout_sec=timeout_s)
+    if kind == "rpc-batch":
+        from workbench.tuning.runner.batch import SessionBatchRunner
+
+        rpc = SessionBatchRunner(config, evaluator, servers, batch)
+    else:
+        rpc = ms.runner.RPCRunner(rpc_config=config, evaluator_config=evaluator, max_workers=servers)
+    if wait_for_servers is None:
+        return rpc
+    from workbench.tuning.runner.servers_first import ServersFirstRunner
+
+    return ServersFirstRunner(rpc, wait_for_servers)

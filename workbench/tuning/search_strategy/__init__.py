@@ -1,0 +1,31 @@
+"""Search-strategy plug-ins: how a task's candidates are chosen. `create(name, first_round)` takes a name of
+`registry.STRATEGIES` or a MetaSchedule search strategy (returned as it is)."""
+from __future__ import annotations
+
+from typing import Any
+
+from workbench.tuning.registry import FIRST_ROUNDS, STRATEGIES, check
+
+# "evolutionary-lean": TVM's evolution with a quarter of its population (512) and half its generations (4). Search
+# is most of a trial's cost, and XGB scores at random for its first 100 samples, so early on most of that search buys
+# nothing. Not a default: its effect on the tuned model's quality is not measured yet.
+LEAN_SEARCH = {"population_size": 128, "genetic_num_iters": 2}
+
+
+def create(name: Any, first_round: str = "evolutionary") -> Any:
+    """The search strategy a client tunes with: TVM's (by name), its lean variant, or either evolution with a
+    random first round (`RandomFirstRound`, where `first_round` is "random")."""
+    if not isinstance(name, str):
+        return name
+    check("strategy", name, STRATEGIES)
+    check("first_round", first_round, FIRST_ROUNDS)
+    kwargs = LEAN_SEARCH if name == "evolutionary-lean" else {}
+    if name.startswith("evolutionary") and first_round == "random":
+        from workbench.tuning.search_strategy.random_first_round import RandomFirstRound
+
+        return RandomFirstRound(**kwargs)
+    if kwargs:
+        from tvm.s_tir import meta_schedule as ms
+
+        return ms.search_strategy.EvolutionarySearch(**kwargs)
+    return name

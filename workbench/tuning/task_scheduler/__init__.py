@@ -1,0 +1,1 @@
+"""Task-scheduler plug-ins: which task gets the next batch (`streaming.StreamingScheduler`)."""
