@@ -138,7 +138,8 @@ def _events(t0: float, slices: tuple[int, ...], finished: bool, tasks: list[Fake
                                choices=[{"task": x.name, "kept": x.kept, "default_us": x.default_us,
                                          "best_us": x.best_us / 2} for x in kept]))
         out.append(ev.Phase(t=t + 1, source="supervisor", phase="verifying", tuned_at=stage))
-        out.append(ev.Verified(t=t + 2, source="supervisor", tuned_at=stage, match=True, max_abs_err=0.0, input="seed 0"))
+        out.append(ev.Verified(t=t + 2, source="supervisor", tuned_at=stage, match=True, max_abs_err=0.0,
+                               input="seed 0"))
         out.append(ev.Timed(t=t + FINISH_S, source="supervisor", tuned_at=stage, tuned_ms=0.002, untuned_ms=0.003,
                             speedup=1.5, verdict="faster", kept="tuned", records=8))
         t += FINISH_S + 1

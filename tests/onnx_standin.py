@@ -43,7 +43,7 @@ def build(seed: int = 0):
         x = conv(x, c, width, 3, 2 if i in (1, 3, 6) else 1, f"b{i}")
         c = width
     feat = x
-    score = conv(feat, c, 1, 1, 1, "score", act="Sigmoid")  # a text-probability map
+    _ = conv(feat, c, 1, 1, 1, "score", act="Sigmoid")  # a text-probability map (used below as "score_sigmoid")
     geo = conv(feat, c, 5, 1, 1, "geo", act="")
     nodes.append(helper.make_node("Softmax", [geo], ["geo_soft"], axis=1))
     nodes.append(helper.make_node("GlobalAveragePool", [feat], ["pooled"]))

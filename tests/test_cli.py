@@ -13,7 +13,6 @@ import sys
 import time
 
 import pandas as pd
-
 from fake_engine import make_run
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -14,11 +14,11 @@ import psutil
 import pytest
 
 import workbench as wb
+from workbench.hardware import TargetSpec
 from workbench.orchestrate.cluster import local_size
 from workbench.orchestrate.cluster_task import Tailer, client_env, worker_job
-from workbench.tuning.client import PARENT_PID_ENV, ShardJob
-from workbench.hardware import TargetSpec
 from workbench.procs import group_alive, stop_group
+from workbench.tuning.client import PARENT_PID_ENV, ShardJob
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SMALL = dict(model="mlp-small", shards=2, servers=1, trials=4, trials_per_batch=2)
@@ -103,7 +103,8 @@ class Cluster:
         self.home = str(folder / "worker-home")
         self.file = str(folder / "scheduler.json")
         self.scheduler = _spawn(["distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", "0",
-                                 "--no-dashboard", "--scheduler-file", self.file], str(folder / "scheduler.log"), _env())
+                                 "--no-dashboard", "--scheduler-file", self.file], str(folder / "scheduler.log"),
+                                _env())
         self.workers: dict[str, subprocess.Popen] = {}
         deadline = time.monotonic() + 60
         while not os.path.exists(self.file) and time.monotonic() < deadline:

@@ -22,7 +22,8 @@ def test_events_are_written_as_their_dataclasses_and_read_back(tmp_path):
     assert list(line)[:3] == ["t", "kind", "source"] and line["kind"] == "batch" and line["source"] == "test"
     with open(path, "ab") as f:  # a line in an old name, a kind nobody knows, a torn line
         f.write(b'{"t": 1.5, "kind": "shard_finished", "source": "old", "shard": 0, "tuned_at": 50, "trials_done": 6, '
-                b'"exit_code": 0}\n{"t": 1.0, "kind": "no_such_kind", "x": 1}\n{"t": 2.0, "kind": "merged", "tuned_at": 50')
+                b'"exit_code": 0}\n{"t": 1.0, "kind": "no_such_kind", "x": 1}\n'
+                b'{"t": 2.0, "kind": "merged", "tuned_at": 50')
     reader = EventReader(path)
     got, finished, unknown = reader.read_new()  # the torn last line waits for the rest of its write
     assert got.shard_trials == 6 and got.task_trials == 4 and got.t == line["t"] and got.source == "test"

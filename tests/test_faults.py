@@ -9,12 +9,12 @@ import time
 
 import psutil
 import pytest
+from support import CHEAP_SEARCH
 
 import workbench as wb
-from support import CHEAP_SEARCH
 from workbench.orchestrate import diskspace
-from workbench.runs import store
 from workbench.procs import group_alive
+from workbench.runs import store
 
 
 def _pids_of(run, name: str) -> list[int]:

@@ -10,8 +10,8 @@ import pytest
 from jupyter_client import KernelManager
 
 import workbench as wb
-from workbench.runs import store
 from workbench.procs import group_alive
+from workbench.runs import store
 
 pytestmark = pytest.mark.slow
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"

@@ -6,12 +6,12 @@ import subprocess
 
 import pandas as pd
 import pytest
+from fake_engine import make_run
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 from traitlets.config import Config
 
 import workbench
-from fake_engine import make_run
 from widgets import current_panel, live_panels
 
 

@@ -6,10 +6,9 @@ import subprocess
 import sys
 
 import pytest
+from onnx_standin import INPUT_SHAPE, save
 
 import workbench as wb
-
-from onnx_standin import INPUT_SHAPE, save
 
 TRIALS, BATCH = 16, 4
 
@@ -40,7 +39,8 @@ def test_the_plan_is_said_before_anything_starts_and_recorded(cli_run):
     plan_line = next(i for i, line in enumerate(lines) if line.startswith("plan: "))
     first_event = next(i for i, line in enumerate(lines) if line.startswith("run ") and "started" in line)
     assert plan_line < first_event
-    assert f"tuning 4 of 22 tasks with {TRIALS} trials" in lines[plan_line] and "18 keep their default" in lines[plan_line]
+    assert (f"tuning 4 of 22 tasks with {TRIALS} trials" in lines[plan_line]
+            and "18 keep their default" in lines[plan_line])
     # 8 trials a shard: its cost model never leaves TVM's random warm-up, and the user is told so before it starts
     note = next(i for i, line in enumerate(lines) if line.startswith("note: 2 of 2 shards measure fewer than 100"))
     assert note < first_event and any(n in lines[note] for n in run.plan.notes)

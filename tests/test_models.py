@@ -13,8 +13,8 @@ from workbench.models.load import LoadedModel, check_model, list_models, load_mo
 from workbench.spec import SpecError
 
 tvm = pytest.importorskip("tvm")
-from tvm import relax  # noqa: E402
-from tvm.s_tir import meta_schedule as ms  # noqa: E402
+from tvm import relax  # noqa: E402 - imported only once importorskip found TVM
+from tvm.s_tir import meta_schedule as ms  # noqa: E402 - imported only once importorskip found TVM
 
 ROOT = Path(__file__).resolve().parents[1]
 NAMES = ["mlp", "resnet18", "mobilenetv2", "bert-layer"]

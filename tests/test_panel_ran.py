@@ -7,8 +7,8 @@ import json
 import os
 
 import pytest
-
 from fake_engine import make_run
+
 from widgets import Panel
 from workbench.runs import event_types as ev
 from workbench.runs.events import EventWriter

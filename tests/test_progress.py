@@ -4,12 +4,11 @@ fixed at the start, a rate and an ETA from the batches with finishing included, 
 Fast: hand-written event logs (the real event dataclasses) and fake run folders (tests/fake_engine.py)."""
 from __future__ import annotations
 
-
 import pandas as pd
 import pytest
+from fake_engine import FINISH_S, hold_back_slice, make_run
 
 import workbench
-from fake_engine import FINISH_S, hold_back_slice, make_run
 from workbench.plan.plan import Plan
 from workbench.runs import event_types as ev
 from workbench.runs.progress import FINISH_GUESS_BASE_S, FINISH_GUESS_PER_TASK_S, overall, shard_progress
@@ -120,8 +119,9 @@ def test_tables_have_local_times_and_readable_headers(tmp_path):
     assert events.time.iloc[0].floor("s") == run.summary()["started"]  # local time, as the summary's
     assert all(isinstance(e["t"], float) and e["t"] > 1e9 for e in run.event_list())  # the raw seconds, for code
     table = run.results_table()
-    assert list(table.columns) == ["tuned at (%)", "latency (median ± IQR)", "untuned latency (median ± IQR)", "speedup vs untuned",
-                                   "outputs match", "tasks tuned", "tasks kept on default", "tasks"]
+    assert list(table.columns) == ["tuned at (%)", "latency (median ± IQR)", "untuned latency (median ± IQR)",
+                                   "speedup vs untuned", "outputs match", "tasks tuned", "tasks kept on default",
+                                   "tasks"]
     shown = [*table["latency (median ± IQR)"], *table["untuned latency (median ± IQR)"]]
     assert len({v.split()[1] for v in shown}) == 1 and all(" ± " not in v or "(IQR)" in v for v in shown), shown
     assert table["outputs match"].tolist() == ["yes", "yes"] and "tuned_ms" in run.results  # raw fields stay

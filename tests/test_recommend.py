@@ -4,8 +4,8 @@ timed on a busy machine; what a CPU's merged slices stand for."""
 from __future__ import annotations
 
 import pandas as pd
-
 from fake_engine import SWEEP
+
 from workbench.results.recommend import NOT_TIMED, recommend_tuning_slice, stands_for, tuned_vs_untuned
 
 
@@ -78,8 +78,8 @@ def test_tuned_against_untuned_at_its_own_slice() -> None:
 def test_a_tuning_slice_the_sweep_missed_is_compared_by_its_stage_timing() -> None:
     """A sweep at 10,20,30,50,70,100 has no 25 % point: the finisher's timing of the 25 % stage (results) stands in,
     and without it the slice is not timed, never silently dropped (it once made 1.24x pass as a win)."""
-    sweep = pd.DataFrame({"tuned_at": [25, 25, 100], "inferred_at": [20, 100, 100], "latency_ms_median": [2.1, 0.8, 0.4],
-                          "latency_ms_iqr": [0.01] * 3})
+    sweep = pd.DataFrame({"tuned_at": [25, 25, 100], "inferred_at": [20, 100, 100],
+                          "latency_ms_median": [2.1, 0.8, 0.4], "latency_ms_iqr": [0.01] * 3})
     untuned = pd.DataFrame({"inferred_at": [20, 100], "latency_ms_median": [2.6, 0.55], "latency_ms_iqr": [0.01] * 2})
     stages = pd.DataFrame({"tuned_at": [25, 100], "tuned_ms": [1.68, 0.41], "tuned_iqr_ms": [0.001] * 2,
                            "untuned_ms": [2.08, 0.54], "untuned_iqr_ms": [0.001] * 2})

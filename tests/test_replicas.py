@@ -31,7 +31,8 @@ def test_replicas_search_apart_and_merge_to_the_best(tmp_path):
     for task, reps in by_task.items():
         if len(reps) > 1:
             a, b = (per_shard[s["index"]] for s in shards if s["tasks"][0] == task and s["replica"] < 2)
-            assert {t for _, t, _ in a}.isdisjoint({t for _, t, _ in b}), f"{task}: replicas measured the same schedules"
+            assert {t for _, t, _ in a}.isdisjoint({t for _, t, _ in b}), (
+                f"{task}: replicas measured the same schedules")
 
     merged = _records(os.path.join(stage, "merged"))
     assert len(merged) == 8 and len({w for w, _, _ in merged}) == 2
@@ -45,7 +46,8 @@ def test_replicas_search_apart_and_merge_to_the_best(tmp_path):
 
 
 def _evolve_s(run):
-    return sum((e.get("profile_s") or {}).get("EvoSearch/Evolve/Mutation", 0.0) for e in run.event_list("shard_finished"))
+    return sum((e.get("profile_s") or {}).get("EvoSearch/Evolve/Mutation", 0.0)
+               for e in run.event_list("shard_finished"))
 
 
 def test_first_batch_is_random_then_evolutionary_and_stock_evolves_from_the_start(tmp_path):
@@ -54,7 +56,8 @@ def test_first_batch_is_random_then_evolutionary_and_stock_evolves_from_the_star
     # the lean evolution (a quarter of TVM's population): evolving at all is the subject, not how much
     spec = wb.TuneSpec(model="mlp-small", shards=1, servers=1, trials_per_batch=2, strategy="evolutionary-lean")
     runs = {"evolutionary": wb.tune(spec.replace(trials=4), home=str(tmp_path / "evo"), first_round="evolutionary"),
-            "random": wb.tune(spec.replace(trials=6), home=str(tmp_path / "random"))}  # "auto" on a CPU; 2 first batches, then one more
+            # "auto" on a CPU; 2 first batches, then one more
+            "random": wb.tune(spec.replace(trials=6), home=str(tmp_path / "random"))}
     for mode, run in runs.items():
         assert run.wait(timeout=480) == "done", (mode, run.message)
         assert run.plan.options.first_round == mode

@@ -12,14 +12,21 @@ import time
 
 import psutil
 import pytest
-
 from conftest import ROOT
+
 from workbench.cli import main as cli
-from workbench.servers import serve as serve_mod
 from workbench.hardware import GpuInfo, Hardware, check_sweep_here, detect
 from workbench.orchestrate.launch import plan_run
 from workbench.orchestrate.launch import tune as wb_tune
-from workbench.servers.pool import Tracker, count_servers, free_port, tracker_cuda_arch, tracker_servers, tracker_summary
+from workbench.servers import serve as serve_mod
+from workbench.servers.pool import (
+    Tracker,
+    count_servers,
+    free_port,
+    tracker_cuda_arch,
+    tracker_servers,
+    tracker_summary,
+)
 from workbench.servers.slices import SliceHost
 from workbench.spec import ServeSpec, SpecError, TuneSpec
 

@@ -18,8 +18,8 @@ import psutil
 import pytest
 
 import workbench as wb
-from workbench.runs import store
 from workbench.procs import group_alive
+from workbench.runs import store
 
 pytestmark = pytest.mark.slow
 RUNS = int(os.environ.get("WB_SOAK_RUNS", "6"))  # 20, 14 until 2026-12-01, 8 until 2026-12-02: CI took 20 min 5 s

@@ -94,7 +94,8 @@ def test_sharding_balances_cost_and_splits_budget():
     # every tuned task gets at least one batch, however small its cost share (ResNet-18 in 8 shards left 6
     # untuned); a budget without a batch for every task tunes the costliest and leaves the rest on their
     # default schedule, instead of growing past what the user set (80 trials, not 88)
-    many = [TaskInfo(f"big{i}", 1, 1000.0, 0) for i in range(3)] + [TaskInfo(f"tiny{i}", 1, 1.0 + i, 0) for i in range(8)]
+    many = ([TaskInfo(f"big{i}", 1, 1000.0, 0) for i in range(3)]
+            + [TaskInfo(f"tiny{i}", 1, 1.0 + i, 0) for i in range(8)])
     budget = plan_budget(many, TuneSpec(trials=80, trials_per_batch=8, shards=4))
     assert budget.default == ("tiny0",) and len(budget.tuned) == 10 and budget.trials == 80
     by_name = {t.name: t for t in many}
@@ -243,8 +244,9 @@ def test_import_is_light():
 def test_a_folder_without_a_spec_is_not_taken_for_a_run(tmp_path):
     """'last' and id prefixes skip a folder that holds no spec.json (a run still being created, or a stray
     folder); opening one by path says what is wrong instead of failing on a None."""
-    import workbench as wb
     from fake_engine import make_run
+
+    import workbench as wb
 
     run_id = make_run(str(tmp_path))
     stray = tmp_path / "runs" / "zzz-not-a-run"
@@ -271,8 +273,8 @@ def test_the_cli_ends_quietly_when_its_reader_closes_the_pipe():
 def test_cpu_slices_of_one_core_count_are_swept_once():
     """On 2 cores 10, 20, 30, 50 and 70 % are all 1 core: one timing stands for them all (the one nearest the
     share it gets, 50 %), where before each was swept as a slice of its own. A GPU's MPS slices stay apart."""
-    from workbench.servers.slices import SliceHost
     from workbench.results.sweep import sweep_points
+    from workbench.servers.slices import SliceHost
 
     two = SliceHost("cpu", (0, 1))
     assert sweep_points([10, 20, 30, 50, 70, 100], two) == [(50, (10, 20, 30, 50, 70)), (100, (100,))]
@@ -283,8 +285,8 @@ def test_cpu_slices_of_one_core_count_are_swept_once():
 
 
 def test_the_plan_says_before_the_run_when_slices_share_their_cores():
-    from workbench.orchestrate import launch
     from workbench.hardware import Hardware
+    from workbench.orchestrate import launch
 
     spec = TuneSpec(model="mlp-small", target="cpu", slices=(25, 50, 100), sweep_slices=(10, 30, 100))
     notes = launch.plan_run(spec, hw=Hardware(2)).notes
@@ -298,8 +300,9 @@ def test_the_plan_says_before_the_run_when_slices_share_their_cores():
 
 def test_a_later_sweep_point_replaces_those_it_stands_for(tmp_path):
     """A sweep of 10 % (before merging) then one of 10-70 % timed once as 50 %: the table keeps the later point."""
-    import workbench as wb
     from fake_engine import make_run
+
+    import workbench as wb
     from workbench.runs import event_types as ev
     from workbench.runs.events import EventWriter
 

@@ -17,19 +17,26 @@ import ipywidgets
 import pandas as pd
 import psutil
 import pytest
+from fake_engine import SWEEP, hold_back_slice, make_run
 
 import workbench
-from fake_engine import SWEEP, hold_back_slice, make_run
 from widgets import Panel, recommend_tuning_slice, slowdown_matrix
 from widgets.analysis import downsample, fmt_us, phase_spans, time_unit
+from widgets.figures import (
+    CURVE_TITLE,
+    make_live_figure,
+    make_sweep_figure,
+    persist,
+    reset_live_figure,
+    update_live_figure,
+    update_sweep_figure,
+)
+from widgets.form import ONNX
+from widgets.progress import ShardBars
+from widgets.tasks import plan_line, short_task, sort_tasks, top_tasks
 from workbench import in_unit
-from widgets.figures import (CURVE_TITLE, make_live_figure, make_sweep_figure, persist, reset_live_figure,
-                             update_live_figure, update_sweep_figure)
 from workbench.runs.progress import Overall
 from workbench.runs.tables import results_table
-from widgets.progress import ShardBars
-from widgets.form import ONNX
-from widgets.tasks import plan_line, short_task, sort_tasks, top_tasks
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -501,7 +508,8 @@ def test_attached_finished_run_with_sweep(home, tmp_path) -> None:
     # two tasks: both drawn, both in the table, nothing left over
     assert p.live_figure.layout.annotations[0].text == CURVE_TITLE
     assert [r["task"] for r in snap["tasks"]] == ["fused_matmul_add_relu", "fused_matmul1_add1"]
-    assert snap["tasks_more"] == "" and snap["plan"].startswith("plan: tuning 2 of 2 tasks with 8 trials per slice in batches of 2")
+    assert snap["tasks_more"] == "" and snap["plan"].startswith(
+        "plan: tuning 2 of 2 tasks with 8 trials per slice in batches of 2")
     assert p.values()["slices"] == [50, 100] and p.controls["shards"].value == 2
     paths = p.export_csv(str(tmp_path / "csv"))
     assert len(paths) == 5 and all(os.path.exists(x) for x in paths)

@@ -44,7 +44,7 @@ class BarRow:
         A live widget that refers to a closed one cannot give its state (ipywidgets raises AttributeError on
         the closed one's model id); the kernel then answers neither the front end's request for all states
         nor the one for that widget, and JupyterLab's widget manager waits for good: after a page reload every
-        widget of the notebook reads "Loading widget..." (issue 17, item 1)."""
+        widget of the notebook reads "Loading widget..."."""
         for w in (self.box, self.label, self.bar, self.text):
             for part in (w, w.layout, getattr(w, "style", None)):
                 if part is not None:

@@ -5,9 +5,8 @@ the budget has batches for is tuned where its time goes: its tasks ranked by the
 the model's run time (FLOPs x weight; bytes for data movement), the costliest tuned, the rest left on
 their default schedule. The plan says so before anything starts.
 
-On CUDA a batch goes where it is worth most: a costly task's second or third batch before a cheap task's first.
-Over 197 task searches on the H200 one batch beat DLight's default schedule in 54 % of them; a task's second batch
-saved 0.54 of what its first did, its third 0.40 and its fourth 0.24 (`bench/results/2026-12-02-h200-batch-yields`).
+On CUDA a batch goes where it is worth most: a costly task's second or third batch before a cheap task's first,
+since a task's later batches save less than its first (`LATER_BATCH_WORTH`, measured on a GPU: docs/benchmarks.md).
 Elsewhere (CPUs, where no such data exist) every tuned task gets a batch before any gets a second.
 """
 from __future__ import annotations
@@ -20,8 +19,8 @@ from workbench.plan.tasks import TaskInfo, check_shards
 from workbench.spec import SpecError, TuneSpec
 
 SELECTION = "estimated cost (FLOPs x weight; bytes for data movement)"
-# A task's k-th batch (k = 1, 2, 3, 4): the share of its first batch's saving it adds, over the H200 searches with at
-# least k batches (0.54, 0.40, 0.24 measured); beyond the fourth (not measured) taken to fall as 1 / k.
+# A task's k-th batch (k = 1, 2, 3, 4): the share of its first batch's saving it adds, as measured over GPU searches
+# with at least k batches (docs/benchmarks.md); beyond the fourth (not measured) taken to fall as 1 / k.
 LATER_BATCH_WORTH = (1.0, 0.55, 0.4, 0.25)
 
 

@@ -150,7 +150,9 @@ def untuned_faster(tuned: pd.DataFrame, untuned: pd.DataFrame) -> list[tuple[int
     return out
 
 
-TUNING_WINS = 1.3  # issue 19: a tuned model counts as tuned when at least this much faster than untuned
+# A tuned model counts as tuned (for the slice finding) when at least this much faster than untuned: below it, the
+# tuning slices' models differ by little more than search luck.
+TUNING_WINS = 1.3
 NOT_TIMED = "not timed at its own slice"
 
 

@@ -162,7 +162,8 @@ def sweep_run(run_dir: str, slices: list[int], host: SliceHost | None = None, ev
             for r in timed:
                 if r["name"] == UNTUNED:
                     untuned.append({"model": spec.model, "inferred_at": percent,
-                                    **{k: r.get(k) for k in store.UNTUNED_COLUMNS[2:-1]}, "stands_for": list(stands_for)})
+                                    **{k: r.get(k) for k in store.UNTUNED_COLUMNS[2:-1]},
+                                    "stands_for": list(stands_for)})
                     continue
                 row = {"model": spec.model, "tuned_at": int(r["name"]), "inferred_at": percent,
                        "latency_ms_median": r["latency_ms_median"], "latency_ms_iqr": r["latency_ms_iqr"],

@@ -1,11 +1,11 @@
 """`python -m workbench.servers.rpc_server`: a TVM RPC server whose sessions run in one warm worker process.
 
 Stock `tvm.exec.rpc_server --no-fork` spawns a fresh interpreter per session, so every measured
-candidate re-imports TVM (~6 s on the H200 host); forking is no way out, because a process that
-imported TVM cannot hand CUDA to a forked child (cudaErrorInitializationError, checked on the
-H200). Here the listen loop hands each accepted socket to a long-lived *spawned* worker that
-imported TVM and initialised the device once. A session that fails or times out costs that worker:
-it is killed and a fresh one started, so a sticky CUDA error never leaks into the next candidate.
+candidate re-imports TVM (seconds each); forking is no way out, because a process that imported TVM
+cannot hand CUDA to a forked child (cudaErrorInitializationError). Here the listen loop hands each
+accepted socket to a long-lived *spawned* worker that imported TVM and initialised the device once. A session
+that fails or times out costs that worker: it is killed and a fresh one started, so a sticky CUDA error never
+leaks into the next candidate.
 `--sessions spawn` keeps the stock behaviour (for benchmarks).
 
 At start-up the worker reports what it got (SM count under MPS, CPU affinity, its `--slice`) to `--info-file`,
@@ -164,8 +164,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
 
-    # The worker imports TVM and opens the device while this process imports TVM too (~6 s each on the
-    # H200 host, where the server's start-up is most of a short run).
+    # The worker imports TVM and opens the device while this process imports TVM too: each takes seconds, and the
+    # server's start-up is most of a short run.
     worker = SessionWorker(args.device, args.slice) if args.sessions == "persistent" else None
     import tvm.rpc.server as server
 

@@ -4,10 +4,10 @@ The shard file (written by the supervisor) holds the spec, the target, the task 
 budget, the tracker and the work folder. Tasks whose design space cannot be generated are skipped
 and reported (one bad task must never kill a run); the others are tuned.
 
-Bench knob, not a user option: with `WORKBENCH_BENCH_SAME_DRAWS=1` in its environment a client searches on
-one thread and seeds numpy's global RNG (which the untrained XGB scores with) with the job's seed just
-before tuning, so that a seeded tune proposes the same schedules whenever it is handed the same
-measurements (`bench/same_draws.py`). Searching on one thread is slower; nothing else changes.
+A switch for comparing search configurations, not a user option: with `WORKBENCH_BENCH_SAME_DRAWS=1` in its
+environment a client searches on one thread and seeds numpy's global RNG (which the untrained XGB scores with) with
+the job's seed just before tuning, so that a seeded tune proposes the same schedules whenever it is handed the same
+measurements. Searching on one thread is slower; nothing else changes.
 """
 from __future__ import annotations
 

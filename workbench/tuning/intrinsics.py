@@ -1,12 +1,11 @@
 """TVM's tensor intrinsics for one target family, registered from a cache instead of parsed.
 
 Every MetaSchedule `TuneContext` runs `import tvm.s_tir.tensor_intrin`, which parses ~90 CUDA
-intrinsics and every other family's from TVMScript: ~20 s per process on the H200 host, 25-35 s on
-a small CPU box. A workbench client needs only its target's family (CUDA's tensor-core rules name
-them), and the parsed PrimFuncs are plain IR: the first client saves them as JSON, later ones
-register them from it in about a second. The family's module still runs (its global functions,
-such as the mma index maps, are registered as usual); only its TVMScript parsing is skipped. A
-name missing from the cache, or a changed TVM, falls back to parsing.
+intrinsics and every other family's from TVMScript: tens of seconds per process. A workbench client
+needs only its target's family (CUDA's tensor-core rules name them), and the parsed PrimFuncs are plain
+IR: the first client saves them as JSON, later ones register them from it in about a second. The family's
+module still runs (its global functions, such as the mma index maps, are registered as usual); only its
+TVMScript parsing is skipped. A name missing from the cache, or a changed TVM, falls back to parsing.
 """
 from __future__ import annotations
 

@@ -71,8 +71,8 @@ DROPPED = "dropped as a straggler"  # in the build error of a candidate the cut 
 class StragglerCut:
     """When a batch stops waiting for its slowest candidates.
 
-    NVRTC compiles most CUDA candidates in 1-2 s, but an evolved one now and then takes 15-55 s, and
-    the whole batch waits for it (the H200 runs of 2026-11-29 and -30). Once every candidate has started
+    NVRTC compiles most CUDA candidates in a second or two, but an evolved one now and then takes ten or more
+    times as long, and the whole batch waits for it. Once every candidate has started
     and at least `after` of the batch is built, the rest get `factor` times the median build of the
     finished ones (at least `min_s`); a candidate still building then is reported as a build error
     and finishes in the background on its worker, which then builds again."""
@@ -160,8 +160,8 @@ class PersistentBuilder(PyBuilder):
         """Stop the pool now, killing a dropped straggler that is still building.
 
         TVM's own shutdown closes each worker's pipe first, which blocks until that worker's build returns:
-        a shard whose last batch dropped a straggler ended up to the build timeout late (16 s on the H200,
-        2026-12-02). Killed first, the workers' pipes close at once."""
+        a shard whose last batch dropped a straggler would end up to the build timeout late. Killed first, the
+        workers' pipes close at once."""
         for worker in list(self.pool._worker_map.values()):  # TVM exposes no other handle
             proc = worker._proc
             if proc is not None and proc.poll() is None:

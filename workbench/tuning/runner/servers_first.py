@@ -10,7 +10,7 @@ from tvm.s_tir.meta_schedule.runner import PyRunner
 @derived_object
 class ServersFirstRunner(PyRunner):
     """Runs `inner` once `wait()` has returned: the client searches and builds its first batch while the
-    RPC servers start (13 s on the H200 host), and only measuring waits for them."""
+    RPC servers start (which takes seconds on a GPU host), and only measuring waits for them."""
 
     def __init__(self, inner, wait: Callable[[], None]) -> None:
         super().__init__()

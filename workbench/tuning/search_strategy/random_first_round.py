@@ -12,8 +12,8 @@ class RandomFirstRound(PySearchStrategy):
     """TVM's EvolutionarySearch, except a task's first batch, while nothing of it is measured, is random.
 
     Until the XGB cost model holds 100 measurements (`num_warmup_samples`) it scores candidates with
-    uniform noise, so evolving 512 schedules for 4 generations against that score (~10-15 s of CPU per
-    batch on the H200 host) ends in a random pick anyway. The first batch is drawn the way
+    uniform noise, so evolving 512 schedules for 4 generations against that score (seconds of CPU per
+    batch) ends in a random pick anyway. The first batch is drawn the way
     `ReplayTrace` draws (fresh random decisions, same postprocessors); the evolutionary search is told
     its results and runs every later batch unchanged. A task with records (a resume) skips the shortcut.
     The evolution keeps out of its batches only what it picked itself, so the random batch's schedules

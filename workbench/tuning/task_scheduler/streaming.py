@@ -1,8 +1,8 @@
 """`StreamingScheduler`: TVM's gradient-based task scheduling, with every batch reported as it is measured.
 
 TVM's `GradientBased` scheduler sends every task's first batch before it joins any of them, so a
-shard of 15 tasks reports nothing until all 15 first batches are searched, built and measured (seven
-minutes for a 62-task detector on the H200). This scheduler joins each batch (measure callbacks
+shard of 15 tasks reports nothing until all 15 first batches are searched, built and measured (minutes for a
+model of many tasks). This scheduler joins each batch (measure callbacks
 fire: database, cost model, progress event) before the next search starts, takes tasks in the plan's
 order (costliest first) for their first batch, and then picks by TVM's gradient rule
 (`gradient_based.cc`: alpha x backward-window gain + (1 - alpha) x best / rounds, times the task's
