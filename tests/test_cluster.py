@@ -75,7 +75,7 @@ def test_the_client_does_not_inherit_what_a_nanny_set_for_its_worker(monkeypatch
 
 
 def test_a_cluster_run_needs_the_rpc_runner():
-    from workbench.tuning.options import EngineOptions
+    from workbench.options import EngineOptions
 
     with pytest.raises(wb.SpecError) as err:
         wb.plan_run(wb.TuneSpec(cluster="local"), options=EngineOptions(runner="local"))

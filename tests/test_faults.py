@@ -12,7 +12,7 @@ import pytest
 from support import CHEAP_SEARCH
 
 import workbench as wb
-from workbench.orchestrate import diskspace
+from workbench import diskspace
 from workbench.procs import group_alive
 from workbench.runs import store
 

@@ -81,8 +81,8 @@ def test_timing_says_when_other_processes_kept_the_machine_busy(tmp_path):
     import psutil
     from tvm import relax
 
+    from workbench.noise import BUSY_CORES, CpuWatch
     from workbench.results.infer import run
-    from workbench.results.noise import BUSY_CORES, CpuWatch
     from workbench.runs.event_types import SweepPoint
     from workbench.runs.events import describe
 
@@ -143,8 +143,8 @@ def test_one_library_timed_against_itself_is_within_noise_and_a_slower_one_is_no
     timed against each other three times, are never called faster or slower; a model doing 4x the work is."""
     import shutil
 
+    from workbench.noise import paired_verdict
     from workbench.results.finish import stage_verdict
-    from workbench.results.noise import paired_verdict
 
     one = _matmuls(tmp_path, "one", 2)
     copy = str(tmp_path / "copy.so")
@@ -163,7 +163,7 @@ def test_one_library_timed_against_itself_is_within_noise_and_a_slower_one_is_no
 
 
 def test_the_paired_test_needs_rounds_and_an_effect():
-    from workbench.results.noise import PAIRED_LEAST_ROUNDS, paired_verdict
+    from workbench.noise import PAIRED_LEAST_ROUNDS, paired_verdict
 
     assert paired_verdict([1.0] * 6, [1.2] * 6).verdict == "within noise"  # 6 of 6: p = 1/64, not below 0.01
     assert paired_verdict([1.0] * PAIRED_LEAST_ROUNDS, [1.2] * PAIRED_LEAST_ROUNDS).verdict == "faster"
@@ -175,8 +175,8 @@ def test_the_paired_test_needs_rounds_and_an_effect():
 
 def test_a_stage_whose_model_uses_no_tuned_record_says_so():
     """Whatever its timings say, a model compiled with no tuned record is the untuned build: never 'faster'."""
+    from workbench.noise import NO_TUNED_SCHEDULE
     from workbench.results.finish import stage_verdict
-    from workbench.results.noise import NO_TUNED_SCHEDULE
 
     fast, slow = {"latency_ms": [1.0] * 10, "interleaved": True}, {"latency_ms": [2.0] * 10, "interleaved": True}
     assert stage_verdict(fast, slow, uses_tuned_records=False) == (NO_TUNED_SCHEDULE, "untuned")

@@ -5,7 +5,7 @@ import socket
 import pytest
 
 from workbench.hardware import GpuInfo, visible
-from workbench.servers.mps import MpsDaemon, is_short_folder, pipe_folder
+from workbench.mps import MpsDaemon, is_short_folder, pipe_folder
 from workbench.servers.placement import choose_gpus, place_servers, servers_per_gpu
 from workbench.servers.slices import SliceHost, apply_slice, cpu_binding
 from workbench.spec import Slice, SpecError, TuneSpec

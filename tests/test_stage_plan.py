@@ -4,13 +4,13 @@ from __future__ import annotations
 import os
 
 from workbench.hardware import TargetSpec
+from workbench.mps import MpsDaemon
+from workbench.options import EngineOptions
 from workbench.orchestrate.stage_plan import NOTHING, stage_plan, wants_mps
 from workbench.plan.tasks import Shard
 from workbench.runs.store import RECORDS_FILE, RunDir
-from workbench.servers.mps import MpsDaemon
 from workbench.servers.slices import SliceHost
 from workbench.spec import TuneSpec
-from workbench.tuning.options import EngineOptions
 
 SHARDS = (Shard(0, ("a",), 16, 2.0), Shard(1, ("b",), 16, 1.0))
 

@@ -52,8 +52,8 @@ _LAZY = {
     "Recommendation": "workbench.results.recommend:Recommendation",
     "recommend_tuning_slice": "workbench.results.recommend:recommend_tuning_slice",
     "slowdown_matrix": "workbench.results.recommend:slowdown_matrix",
-    "stands_for": "workbench.results.recommend:stands_for", "busy_warning": "workbench.results.noise:busy_warning",
-    "NO_TUNED_SCHEDULE": "workbench.results.noise:NO_TUNED_SCHEDULE",
+    "stands_for": "workbench.results.recommend:stands_for", "busy_warning": "workbench.noise:busy_warning",
+    "NO_TUNED_SCHEDULE": "workbench.noise:NO_TUNED_SCHEDULE",
     "add_tune_args": "workbench.cli.main:add_tune_args", "start_tune": "workbench.cli.main:start_tune",
 }
 

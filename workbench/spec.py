@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from workbench.errors import SpecError as SpecError  # re-exported: where users and the engine take it from
-from workbench.tuning.registry import COST_MODELS, STRATEGIES
+from workbench.options import COST_MODELS, STRATEGIES
 
 TARGETS = ("auto", "cpu", "cuda")
 MAX_SERVERS = 64

@@ -7,10 +7,10 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
+from workbench.noise import busy_warning, fmt_timing, is_busy
 from workbench.plan import budget
 from workbench.plan.plan import Plan
 from workbench.procs import ProcessError
-from workbench.results.noise import busy_warning, fmt_timing, is_busy
 from workbench.runs.event_types import (
     FAILURES,
     Event,

@@ -7,21 +7,21 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 
+from workbench import diskspace
 from workbench.hardware import Hardware, check_sweep_here, detect, resolve_target, target_spec
 from workbench.models.load import check_model, load_model
-from workbench.orchestrate import diskspace
-from workbench.orchestrate.control import start_supervisor
+from workbench.options import EngineOptions
 from workbench.plan.budget import cost_model_note, plan_budget
 from workbench.plan.plan import Plan, PlannedTask
 from workbench.plan.tasks import extract_tasks, plan_shards, raised_shards, task_info
 from workbench.results.finish import repair_databases
 from workbench.runs import store
+from workbench.runs.control import start_supervisor
 from workbench.runs.run import Run
 from workbench.servers.placement import choose_gpus
 from workbench.servers.pool import answering_tracker, tracker_cuda_arch, tracker_servers
 from workbench.servers.slices import slice_notes
 from workbench.spec import SpecError, TuneSpec, parse_tracker
-from workbench.tuning.options import EngineOptions
 
 
 def ask_tracker(spec: TuneSpec, hw: Hardware) -> dict | None:

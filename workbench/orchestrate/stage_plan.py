@@ -9,13 +9,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from workbench.hardware import TargetSpec
+from workbench.options import EngineOptions
 from workbench.plan.tasks import Shard
 from workbench.runs.store import RunDir
 from workbench.servers.placement import place_servers
 from workbench.servers.slices import SliceBinding, SliceHost, apply_slice
 from workbench.spec import TuneSpec
 from workbench.tuning.client import ShardJob
-from workbench.tuning.options import EngineOptions
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,9 @@ import sys
 import time
 import traceback
 
+from workbench import diskspace
 from workbench.hardware import GpuInfo, detect
-from workbench.orchestrate import diskspace
+from workbench.mps import MpsDaemon, start_daemons
 from workbench.orchestrate.shard_launch import LocalLauncher, ShardHandle, ShardLaunch, ShardLauncher
 from workbench.orchestrate.stage_plan import NOTHING, StagePlan, stage_plan, wants_mps
 from workbench.plan.tasks import Shard
@@ -40,7 +41,6 @@ from workbench.runs.event_types import (
     StageSkipped,
 )
 from workbench.runs.events import EventWriter
-from workbench.servers.mps import MpsDaemon, start_daemons
 from workbench.servers.pool import RPCServer, ServerPool, ServerSpec, external_ready
 from workbench.servers.slices import SliceHost
 from workbench.servers.telemetry import Sampler

@@ -12,10 +12,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from workbench.hardware import TargetSpec
+from workbench.options import ENGINE, EngineOptions
 from workbench.plan.budget import Budget
 from workbench.plan.tasks import Shard, TaskInfo
-from workbench.tuning.options import EngineOptions
-from workbench.tuning.registry import ENGINE
 
 
 @dataclass(frozen=True)

@@ -7,10 +7,10 @@ import os
 import shutil
 import time
 
+from workbench import diskspace
 from workbench.hardware import TargetSpec
-from workbench.orchestrate import diskspace
+from workbench.noise import NO_TUNED_SCHEDULE, paired_verdict, verdict
 from workbench.plan.tasks import Shard
-from workbench.results.noise import NO_TUNED_SCHEDULE, paired_verdict, verdict
 from workbench.runs import store
 from workbench.runs.event_types import Compiled, DefaultsTimed, Merged, Timed, Verified
 from workbench.runs.events import EventReader, EventWriter

@@ -22,8 +22,8 @@ import time
 
 import numpy as np
 
+from workbench.noise import PAIRED_LEAST_ROUNDS, CpuWatch
 from workbench.procs import die_with_parent
-from workbench.results.noise import PAIRED_LEAST_ROUNDS, CpuWatch
 from workbench.servers.pool import request_session
 
 

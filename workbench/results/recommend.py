@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from workbench.results.noise import BUSY_CORES, is_busy, verdict, within_noise
+from workbench.noise import BUSY_CORES, is_busy, verdict, within_noise
 
 SWEEP_COLUMNS = ("tuned_at", "inferred_at", "latency_ms_median")
 

@@ -14,7 +14,7 @@ import os
 import time
 from typing import Any
 
-from workbench.results.noise import NO_TUNED_SCHEDULE, busy_warning, fmt_timing, is_busy
+from workbench.noise import NO_TUNED_SCHEDULE, busy_warning, fmt_timing, is_busy
 from workbench.runs.event_types import (
     KINDS,
     Batch,

@@ -183,13 +183,13 @@ class Run:
 
     def start_sweep(self, slices: list[int] | tuple[int, ...]) -> None:
         """Time this run's tuned models at `slices` in a detached process; sweep_point events follow."""
-        from workbench.orchestrate.control import start_sweep
+        from workbench.runs.control import start_sweep
 
         start_sweep(self, list(slices))
 
     def stop(self, timeout: float = 5.0) -> str:
         """Ask the supervisor to stop everything; force-kill whatever is left after `timeout`."""
-        from workbench.orchestrate.control import stop_run
+        from workbench.runs.control import stop_run
 
         stop_run(self.dir, timeout)
         self.poll_events()
@@ -198,7 +198,7 @@ class Run:
     def finish(self) -> str:
         """End tuning now and get the best model so far, compiled, verified and timed (the run then ends
         `done`; Stop, by contrast, stops at once and can be resumed). Returns the status; `wait()` for the end."""
-        from workbench.orchestrate.control import request_finish
+        from workbench.runs.control import request_finish
 
         pid = self._procs().get("supervisor")
         if not pid or not group_alive(pid) or self._finished_event() is not None:

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from workbench.orchestrate.diskspace import ensure_free_space
+from workbench.diskspace import ensure_free_space
 from workbench.plan.plan import Plan
 from workbench.runs.events import EVENTS_FILE
 from workbench.spec import SpecError, TuneSpec, workbench_home

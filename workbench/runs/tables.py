@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from workbench.results.noise import fmt_timing, within_noise
+from workbench.noise import fmt_timing, within_noise
 from workbench.runs.events import is_raise
 from workbench.units import time_unit
 

@@ -21,11 +21,11 @@ from dataclasses import dataclass
 import psutil
 
 from workbench.hardware import GpuInfo, Hardware, detect, usable_cores
+from workbench.mps import MpsDaemon
 from workbench.procs import child_env, group_alive
 from workbench.runs import store
 from workbench.runs.event_types import Event, HardwareFound, MpsStatus, ServerLost
 from workbench.runs.events import EventWriter, describe
-from workbench.servers.mps import MpsDaemon
 from workbench.servers.pool import READY_TIMEOUT_S, ServerPool, ServerSpec, answering_tracker, count_servers
 from workbench.servers.slices import SliceBinding, SliceHost, apply_slice
 from workbench.spec import ServeSpec, Slice, SpecError, exposure_warning

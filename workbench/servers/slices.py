@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from workbench.servers.mps import MpsDaemon
+from workbench.mps import MpsDaemon
 from workbench.spec import Slice
 
 

@@ -19,11 +19,11 @@ import time
 from dataclasses import dataclass
 
 from workbench.hardware import TargetSpec
+from workbench.options import EngineOptions
 from workbench.runs import store
 from workbench.runs.event_types import DefaultsTimed, Error, IntrinsicsLoaded, ShardFinished, ShardStarted, TaskSkipped
 from workbench.runs.events import EventWriter
 from workbench.spec import TuneSpec
-from workbench.tuning.options import EngineOptions
 
 PARENT_PID_ENV = "WB_CLIENT_PARENT_PID"  # set by a cluster task: the client dies with the worker that started it
 

@@ -1,10 +1,10 @@
 """Builder plug-ins: how a batch of candidates is compiled. `create(kind)` takes a name of
-`registry.BUILDERS` or a MetaSchedule builder (returned as it is)."""
+`workbench.options.BUILDERS` or a MetaSchedule builder (returned as it is)."""
 from __future__ import annotations
 
 from typing import Any
 
-from workbench.tuning.registry import BUILDERS, check
+from workbench.options import BUILDERS, check
 
 
 def create(kind: Any, workers: int = 1, timeout_sec: float = 60.0) -> Any:

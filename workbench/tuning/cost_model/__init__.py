@@ -1,11 +1,13 @@
-"""Cost-model plug-ins: what scores candidates before they are measured. `create(kind, threads)` takes a name of
-`registry.COST_MODELS` or a MetaSchedule cost model (returned as it is); `warm` teaches one a stage's records."""
+"""Cost-model plug-ins: what scores candidates before they are measured.
+
+`create(kind, threads)` takes a name of `workbench.options.COST_MODELS` or a MetaSchedule cost model (returned as it
+is); `warm` teaches one a stage's records."""
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
-from workbench.tuning.registry import COST_MODELS, check
+from workbench.options import COST_MODELS, check
 
 
 def create(kind: Any, threads: int = 1) -> Any:

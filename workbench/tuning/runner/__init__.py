@@ -1,11 +1,11 @@
 """Runner plug-ins: where and how a batch of built candidates is measured. `create(kind, ...)` takes a name of
-`registry.RUNNERS` or a MetaSchedule runner (returned as it is)."""
+`workbench.options.RUNNERS` or a MetaSchedule runner (returned as it is)."""
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
-from workbench.tuning.registry import RUNNERS, check
+from workbench.options import RUNNERS, check
 
 
 def evaluator_config(target_kind: str) -> Any:

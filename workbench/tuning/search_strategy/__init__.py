@@ -1,10 +1,10 @@
 """Search-strategy plug-ins: how a task's candidates are chosen. `create(name, first_round)` takes a name of
-`registry.STRATEGIES` or a MetaSchedule search strategy (returned as it is)."""
+`workbench.options.STRATEGIES` or a MetaSchedule search strategy (returned as it is)."""
 from __future__ import annotations
 
 from typing import Any
 
-from workbench.tuning.registry import FIRST_ROUNDS, STRATEGIES, check
+from workbench.options import FIRST_ROUNDS, STRATEGIES, check
 
 # "evolutionary-lean": TVM's evolution with a quarter of its population (512) and half its generations (4). Search
 # is most of a trial's cost, and XGB scores at random for its first 100 samples, so early on most of that search buys

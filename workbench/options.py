@@ -1,11 +1,13 @@
-"""Every plug-in choice the engine offers, by plug-in point: the one registry of names.
+"""How the engine tunes: the name of every plug-in choice, by plug-in point (the one registry of names), and
+`EngineOptions`, the engine's choices beside TuneSpec's what, with their defaults (here and nowhere else).
 
-A name here is what a user or a plan may give; the folder of its plug-in point makes it (`builder.create`,
+Each plug-in point's folder under `workbench/tuning/` makes its plug-in by these names (`builder.create`,
 `runner.create`, `search_strategy.create`, `cost_model.create`). Nothing here imports TVM, so the spec, the CLI and
-the panel validate and list choices without it.
+the panel validate and list the choices without it.
 """
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from workbench.errors import SpecError
@@ -49,3 +51,33 @@ def check(field: str, value: Any, kinds: dict[str, str]) -> str:
     if value not in kinds:
         raise SpecError(field, f"must be one of {', '.join(kinds)}, got {value!r}")
     return value
+@dataclass(frozen=True)
+class EngineOptions:
+    """Validated on construction; `resolved(kind)` turns "auto" into what the target gets."""
+
+    runner: str = "rpc-batch"
+    builder: str = "persistent"
+    sessions: str = "persistent"
+    first_round: str = "auto"
+
+    def __post_init__(self) -> None:
+        for name, kinds in ENGINE.items():
+            check(name, getattr(self, name), kinds)
+
+    @property
+    def local_runner(self) -> bool:
+        """Stock measurement inside each client: no tracker, no servers."""
+        return self.runner == "local"
+
+    def resolved(self, target_kind: str) -> EngineOptions:
+        if self.first_round != "auto":
+            return self
+        return replace(self, first_round="evolutionary" if target_kind == "cuda" else "random")
+
+    @classmethod
+    def given(cls, **values: str | None) -> EngineOptions:
+        """The options with the values given (None: the default)."""
+        return cls(**{k: v for k, v in values.items() if v is not None})
+
+    def to_dict(self) -> dict[str, str]:
+        return asdict(self)

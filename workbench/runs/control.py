@@ -12,13 +12,13 @@ import subprocess
 import sys
 import time
 
+from workbench import diskspace
 from workbench.hardware import check_sweep_here, detect
-from workbench.orchestrate import diskspace
+from workbench.mps import MpsDaemon
 from workbench.procs import ProcessError, group_alive, stop_group, tail
 from workbench.runs import store
 from workbench.runs.event_types import FinishRequested, Launched
 from workbench.runs.events import EventReader
-from workbench.servers.mps import MpsDaemon
 from workbench.spec import SpecError, parse_slices
 
 LAUNCH_TIMEOUT_S = 60.0  # a supervisor writes its first event before it imports TVM: well under a second
