@@ -9,11 +9,11 @@ from collections.abc import Callable
 import pandas as pd
 
 from workbench.hardware import TargetSpec, detect
+from workbench.mps import start_daemons
 from workbench.procs import ManagedProcess, ProcessError, python_argv, tail
 from workbench.runs import store
 from workbench.runs.event_types import Error, MpsStatus, SweepFinished, SweepPoint, SweepStarted
 from workbench.runs.events import EventWriter
-from workbench.servers.mps import start_daemons
 from workbench.servers.slices import SliceBinding, SliceHost, apply_slice, core_groups
 
 INFER_TIMEOUT_S = 600.0
