@@ -349,3 +349,46 @@ def test_finish_keeps_what_was_found_and_resume_of_a_done_run_does_nothing(tmp_p
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and "already done" in out.stdout and "nothing to resume" in out.stdout, out.stderr
     assert wb.open_run(run.id, str(tmp_path)).event_count == before
+
+
+def test_the_tuned_model_goes_out_and_loads_where_the_workbench_is_not(finished_run, tmp_path):
+    """`run.model()` is a callable on numpy arrays; its export (library, signature.json, load.py) loads in a fresh
+    Python that has TVM and numpy but not the workbench (site-packages on the path, its .pth files not run, so the
+    editable workbench is not importable there) and gives the same outputs."""
+    import sysconfig
+
+    run = finished_run
+    model = run.model()
+    rows = {int(r["tuned_at"]): r for r in run.results.to_dict("records")}
+    best = min(rows.values(), key=lambda r: r["tuned_ms"])
+    assert model.signature.tuned_at == best["tuned_at"] and model.signature.kept == best["kept"]
+    assert model.signature.inputs[0].shape == tuple(run.plan.input_shape)
+    x = np.random.default_rng(1).standard_normal(run.plan.input_shape).astype("float32")
+    y = model(x)
+    assert y.shape == model.signature.outputs[0].shape and np.isfinite(y).all()
+    with pytest.raises(wb.SpecError, match="inputs"):
+        model(x[:1])
+    folder = model.export(str(tmp_path / "export"))
+    np.save(tmp_path / "x.npy", x)
+    code = (f"import sys; sys.path.append({sysconfig.get_paths()['purelib']!r}); sys.path.insert(0, {folder!r})\n"
+            "try:\n    import workbench\n    print('WORKBENCH')\nexcept ImportError:\n    pass\n"
+            f"import numpy as np, load\nx = np.load({str(tmp_path / 'x.npy')!r})\n"
+            f"np.save({str(tmp_path / 'y.npy')!r}, load.load()(x))\n")
+    out = subprocess.run([sys.executable, "-S", "-c", code], cwd=str(tmp_path), capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0 and "WORKBENCH" not in out.stdout, out.stdout + out.stderr[-2000:]
+    np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), y)
+    assert len(run.database(best["tuned_at"])) >= 0  # a stock JSONDatabase of the records it uses
+    with pytest.raises(wb.SpecError, match="tuned_at"):
+        run.model(tuned_at=37)
+
+
+def test_workbench_export_writes_the_model_a_user_takes_away(finished_run, tmp_path):
+    home = os.path.dirname(os.path.dirname(finished_run.dir))
+    out = subprocess.run([sys.executable, "-m", "workbench", "--home", home,
+                          "export", finished_run.id, "--tuned-at", "50", "-o", str(tmp_path / "m")],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "tuned at 50 %" in out.stdout or "untuned build" in out.stdout
+    assert sorted(os.listdir(tmp_path / "m")) == ["load.py", "model.so", "signature.json"]
+    assert json.load(open(tmp_path / "m" / "signature.json"))["tuned_at"] == 50

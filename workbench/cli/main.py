@@ -121,6 +121,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run")
     p = sub.add_parser("finish", help="end tuning now and compile, verify and time the best model so far")
     p.add_argument("run")
+    p = sub.add_parser("export", help="write a run's tuned model with its signature and a loader that needs only TVM")
+    p.add_argument("run")
+    p.add_argument("--tuned-at", type=_int, default=None,
+                   help="the tuning slice whose model to export (default: the run's fastest)")
+    p.add_argument("-o", "--out", required=True, help="the folder to write (new or empty, or an earlier export)")
     sub.add_parser("hardware", help="what this host offers")
     add_serve_parser(sub)
     return parser
@@ -301,6 +306,12 @@ def dispatch(args: argparse.Namespace) -> int:
         print(f"plan: {budget.describe(run.plan.budget)}", flush=True)
         return 0 if args.detach else _follow(run)
     run = open_run(args.run, home)
+    if args.command == "export":
+        model = run.model(args.tuned_at)
+        folder = model.export(args.out)
+        print(f"exported {model.describe()}\nto {folder}: model.so, signature.json, load.py "
+              f"(python {os.path.join(folder, 'load.py')} checks it on random input)")
+        return 0
     if args.command == "show" and args.follow:
         return _follow(run)
     if args.command == "show":

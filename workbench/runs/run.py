@@ -33,6 +33,7 @@ from workbench.runs.event_types import (
     Telemetry,
 )
 from workbench.runs.events import EventReader, as_dict, since_last_raise
+from workbench.runs.model import Signature, TensorSpec, TunedModel, output_specs
 from workbench.runs.progress import Overall, overall, shard_progress
 from workbench.runs.tables import budget_history, events_table, results_table, time_spent
 from workbench.spec import SpecError, TuneSpec
@@ -289,6 +290,45 @@ class Run:
         """One row per tuning slice, results.json's fields as they are (tuned_ms, untuned_ms, speedup, ...);
         `results_table()` is the same under readable headers."""
         return pd.DataFrame(self.folder.read_results())
+
+    def model(self, tuned_at: int | None = None) -> TunedModel:
+        """The compiled model of the slice `tuned_at` (None: the fastest of the run's stages) as a callable on numpy
+        arrays or torch tensors; `.export(folder)` writes it with its signature and a loader that needs only TVM.
+        It is what the stage kept: the untuned build where no tuned schedule beat the defaults or tuning was
+        slower (its `signature.verdict` says which)."""
+        row = self._stage_row(tuned_at)
+        plan = self.plan
+        library = self.folder.tuned_lib(int(row["tuned_at"]))
+        if plan is None or not os.path.exists(library):
+            raise SpecError("tuned_at", f"run {self.id} has no compiled model at {row['tuned_at']} %")
+        device = "cuda" if plan.target.kind == "cuda" else "cpu"
+        inputs = (TensorSpec("input", tuple(plan.input_shape), plan.dtype),)
+        kept_untuned = row.get("kept") == "untuned"  # its library is the untuned build: it times as that did
+        signature = Signature(inputs, output_specs(library, device, inputs), device, plan.target.to_dict(),
+                              self.spec.model, self.id, int(row["tuned_at"]), str(row.get("verdict", "")),
+                              row.get("untuned_ms") if kept_untuned else row.get("tuned_ms"), row.get("untuned_ms"),
+                              kept=str(row.get("kept", "tuned")))
+        return TunedModel(library, signature)
+
+    def database(self, tuned_at: int | None = None) -> Any:
+        """The records the slice's compiled model uses (per task its best, where that beat the default), as a stock
+        MetaSchedule JSONDatabase, for compiling the model yourself with `ms.relax_integration.compile_relax`."""
+        from tvm.s_tir import meta_schedule as ms
+
+        path = self.folder.best_db(int(self._stage_row(tuned_at)["tuned_at"]))
+        return ms.database.JSONDatabase(work_dir=path, allow_missing=False)
+
+    def _stage_row(self, tuned_at: int | None) -> dict[str, Any]:
+        rows = self.folder.read_results()
+        if not rows:
+            raise SpecError("run", f"run {self.id} has no compiled model yet ({self.status})")
+        if tuned_at is None:
+            return min(rows, key=lambda r: r.get("tuned_ms") or float("inf"))
+        for row in rows:
+            if int(row["tuned_at"]) == int(tuned_at):
+                return row
+        have = ", ".join(str(r["tuned_at"]) for r in rows)
+        raise SpecError("tuned_at", f"must be a slice the run was tuned and compiled at ({have}); got {tuned_at!r}")
 
     def results_table(self) -> pd.DataFrame:
         """The results as people read them: "tuned at (%)", "latency (median ± IQR)", "speedup vs untuned", ..."""
