@@ -45,15 +45,29 @@ def python_argv(module: str, *args: str) -> list[str]:
     return [sys.executable, "-m", module, *args]
 
 
+# TVM's FFI imports torch whenever it is installed: every TVM process of a run would pay seconds and hundreds of MB
+# for a library it never uses. The run's processes start with this folder first on their PYTHONPATH; its `torch`
+# raises ImportError, which TVM takes as "no torch". A process that needs torch starts from `with_torch(env)`.
+WITHOUT_TORCH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "without_torch")
+
+
 def child_env() -> dict[str, str]:
     """The environment children start from: this process's, unbuffered, without its own MPS settings (they must
-    not leak into children unasked; a slice adds its own)."""
+    not leak into children unasked; a slice adds its own), and without torch (`WITHOUT_TORCH`)."""
     env = dict(os.environ)
     for k in ("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY"):
         env.pop(k, None)
     env["PYTHONUNBUFFERED"] = "1"
     env.setdefault("TVM_LOG_DEBUG", "0")
+    paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != WITHOUT_TORCH]
+    env["PYTHONPATH"] = os.pathsep.join([WITHOUT_TORCH, *paths])
     return env
+
+
+def with_torch(env: dict[str, str]) -> dict[str, str]:
+    """`env` for a process that imports torch (timing a PyTorch baseline): `WITHOUT_TORCH` taken off its path."""
+    paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != WITHOUT_TORCH]
+    return {**env, "PYTHONPATH": os.pathsep.join(paths)}
 
 
 def die_with_parent(parent_pid: int | None) -> None:

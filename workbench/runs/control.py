@@ -15,7 +15,7 @@ import time
 from workbench import diskspace
 from workbench.hardware import check_sweep_here, detect
 from workbench.mps import MpsDaemon
-from workbench.procs import ProcessError, group_alive, stop_group, tail
+from workbench.procs import ProcessError, child_env, group_alive, stop_group, tail
 from workbench.runs import store
 from workbench.runs.event_types import FinishRequested, Launched
 from workbench.runs.events import EventReader
@@ -50,8 +50,7 @@ def start_supervisor(run_dir: str, resume: bool = False, trials: int | None = No
     run_finished as its end; ProcessError with its log's tail when it dies or stays silent for `timeout` s."""
     folder = store.RunDir(run_dir)
     diskspace.reserve_space(run_dir)  # the supervisor frees it at the end: room for its last events on a full disk
-    env = dict(os.environ)
-    env["PYTHONUNBUFFERED"] = "1"
+    env = child_env()
     argv = [sys.executable, "-m", "workbench.orchestrate.supervisor", run_dir]
     argv += (["--resume"] if resume else []) + (["--trials", str(trials)] if trials is not None else [])
     pid = _record_pid(run_dir, "supervisor", spawn_detached(argv, folder.log("supervisor"), env))
@@ -79,7 +78,7 @@ def start_sweep(run, slices: list[int]) -> int:
     if run.spec.tracker:
         check_sweep_here(run.plan.target.kind, detect(), run.spec.tracker)
     argv = [sys.executable, "-m", "workbench.results.sweep", run.dir, ",".join(map(str, slices))]
-    return _record_pid(run.dir, "sweeper", spawn_detached(argv, store.RunDir(run.dir).log("sweep"), dict(os.environ)))
+    return _record_pid(run.dir, "sweeper", spawn_detached(argv, store.RunDir(run.dir).log("sweep"), child_env()))
 
 
 def stop_run(run_dir: str, timeout: float = 5.0) -> None:
