@@ -1,6 +1,6 @@
 """Time to quality: stock MetaSchedule with its budget, then each workbench config for stock's wall time.
 
-    python bench/anytime.py --model mlp --target cuda --stock-trials 64 --configs 1x1@100+batch \
+    python -m bench.anytime --model mlp --target cuda --stock-trials 64 --configs 1x1@100+batch \
         --seeds 0,1,2 --seed-index-only 0 --checkpoints 6 --out bench/results/h200_anytime.json --merge
 
 Per seed, stock (tuning_throughput's `stock`: LocalBuilder + LocalRunner) runs its budget; its wall is run
@@ -31,13 +31,12 @@ from multiprocessing import get_context
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
-sys.path.insert(0, HERE)
+import workbench as wb
+from bench.tuning_throughput import TOLERANCE, checkpoint_dbs, parse_config, time_to, warm_intrinsics
+from workbench.hardware import TargetSpec, resolve_target
 
-import workbench as wb  # noqa: E402
-from tuning_throughput import TOLERANCE, checkpoint_dbs, parse_config, time_to, warm_intrinsics  # noqa: E402
-from workbench.hardware import TargetSpec, resolve_target  # noqa: E402
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)  # the repository root: `python -m bench.anytime` runs from it
 
 AT_S = 300.0  # best_ms_at_300s: seconds after pressing Tune
 OK = ("done", "partial")
@@ -50,8 +49,8 @@ _CACHE: dict = {}
 def _compile_checkpoint(job: dict) -> str:
     """Merge a checkpoint's shard databases, floor them by the measured defaults, compile (a pool worker)."""
     from workbench.models.load import load_model
-    from workbench.results.compile import compile_with_database, floored_database, merge_databases
     from workbench.plan.tasks import extract_tasks
+    from workbench.results.compile import compile_with_database, floored_database, merge_databases
 
     key = (job["model"], json.dumps(job["target"]))
     if key not in _CACHE:
@@ -68,9 +67,9 @@ def _compile_checkpoint(job: dict) -> str:
 def checkpoint_series(run: wb.Run, stop_s: float | None, n: int, work: str) -> dict:
     """The floored model at n evenly spaced batch times up to `stop_s` after run start (all: None), timed with
     the untuned build in one inference process on the whole device."""
-    from workbench.results.finish import measured_defaults
     from workbench.models.load import load_model
     from workbench.results.compile import compile_with_database
+    from workbench.results.finish import measured_defaults
     from workbench.results.sweep import infer_at
 
     events = run.event_list()
@@ -81,10 +80,11 @@ def checkpoint_series(run: wb.Run, stop_s: float | None, n: int, work: str) -> d
     times_all = sorted({e["t"] for e in batches})
     picks = sorted({round((len(times_all) - 1) * (i + 1) / n) for i in range(n)}) if times_all else []
     times = [times_all[i] + 0.01 for i in picks]
-    target = TargetSpec.from_dict(run.plan["target"])
+    target = run.plan.target
     model = load_model(run.spec.model, run.spec.input_shape)
     untuned = run.folder.untuned_lib
     if not os.path.exists(untuned):  # the run failed before its stage finished
+        os.makedirs(work, exist_ok=True)
         untuned = compile_with_database(model.mod, target.build(), None, os.path.join(work, "untuned.so"))
     defaults = measured_defaults(run.dir, stage)
     jobs = [{"model": run.spec.model, "input_shape": run.spec.input_shape, "target": target.to_dict(),
@@ -219,8 +219,8 @@ def torch_eager(name: str, kind: str) -> tuple[float | None, str | None]:
     if (name[:-6] if name.endswith("-small") else name) not in ("mlp", "resnet18"):
         return None, f"torch_eager_fp32_ms: no PyTorch equivalent of {name} is written in bench/anytime.py"
     try:
-        p = subprocess.run([sys.executable, os.path.abspath(__file__), "--torch-eager", name], capture_output=True,
-                           text=True, timeout=300)
+        p = subprocess.run([sys.executable, "-m", "bench.anytime", "--torch-eager", name], cwd=ROOT,
+                           capture_output=True, text=True, timeout=300)
         return json.loads(p.stdout.strip().splitlines()[-1])["ms"], None
     except Exception as err:  # noqa: BLE001 - a note, never a lost benchmark
         why = (p.stderr if "p" in locals() else str(err)).strip()[-200:]
@@ -345,7 +345,8 @@ def main() -> None:
             ("--configs", str, "1x1@100+batch", "workbench configs (tuning_throughput's KxS@P[+...])"),
             ("--seeds", str, "0,1,2", None), ("--seed-index-only", int, None, "run only the N-th of --seeds"),
             ("--wall-s", float, 300.0, "workbench time when there is no stock wall"),
-            ("--stop-s", float, None, "stop the workbench by this time even before stock's wall (short device time)"), ("--checkpoints", int, 6, None),
+            ("--stop-s", float, None, "stop the workbench by this time even before stock's wall (short device time)"),
+            ("--checkpoints", int, 6, None),
             ("--cost-model", str, "xgb", None), ("--measure-timeout", int, 60, None),
             ("--run-timeout", float, 3000.0, None), ("--home", str, None, "workbench home (default: a temp folder)"),
             ("--attach", str, None, "measure this finished run (under --home) instead of starting one"),

@@ -2,7 +2,7 @@
 # On the lent GPU machine, after `source .device/rest/unpack.sh`: start a long bench command detached from the
 # device call, from a private copy of the checkout, so that the next call's re-copy of the checkout cannot pull
 # modules from under it (a run importing while the tool re-copied failed with ModuleNotFoundError, 2026-12-02).
-#   bash bench/device_detach.sh NAME 'python3 bench/slice_study.py tune ...'   # returns at once
+#   bash bench/device_detach.sh NAME 'python3 -m bench.slice_study tune ...'   # returns at once
 #   tail /tmp/dev/NAME.log; cat /tmp/dev/NAME.rc                                # later calls: its log, exit code
 set -eu
 NAME=$1; shift

@@ -41,7 +41,7 @@ class Experiment:
 
 def read_events(path: str) -> list[dict]:
     """An event log, one JSON object a line (gzip-compressed where the name ends in .gz), in today's field
-    names however old the log (workbench.events.parse maps them)."""
+    names however old the log (workbench.runs.events.parse maps them)."""
     with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:
         return [as_dict(parse(json.loads(line))) for line in f if line.strip()]
 

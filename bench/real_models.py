@@ -1,6 +1,6 @@
 """A model tuned as a user runs it (the CLI), then what the user got and when.
 
-    python bench/real_models.py --model resnet18 --out bench/results/DATE-h200-real-models/resnet18.json \
+    python -m bench.real_models --model resnet18 --out bench/results/DATE-h200-real-models/resnet18.json \
         -- --target cuda --shards 4 --servers 2 --slices 50 --trials 160
 
 Runs `workbench tune MODEL ARGS`, keeps its printed lines, and reports from the run folder: seconds
@@ -24,16 +24,11 @@ import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
-sys.path.insert(0, HERE)
-
-import workbench as wb  # noqa: E402
-from tuning_throughput import checkpoint_dbs, tuning_window, utilisation  # noqa: E402
-from workbench.runs.events import EVENTS_FILE  # noqa: E402
-from workbench.results.finish import measured_defaults  # noqa: E402
-from workbench.hardware import TargetSpec  # noqa: E402
-from workbench.results.sweep import infer_at  # noqa: E402
+import workbench as wb
+from bench.tuning_throughput import checkpoint_dbs, tuning_window, utilisation
+from workbench.results.finish import measured_defaults
+from workbench.results.sweep import infer_at
+from workbench.runs.events import EVENTS_FILE
 
 
 def first_times(events: list[dict]) -> dict:
@@ -50,8 +45,8 @@ def first_times(events: list[dict]) -> dict:
 def checkpoints(run: wb.Run, n: int, work: str) -> list[dict]:
     """The floored model at n evenly spaced batch times, timed with the untuned build on the whole device."""
     from workbench.models.load import load_model
-    from workbench.results.compile import compile_with_database, floored_database, merge_databases
     from workbench.plan.tasks import extract_tasks
+    from workbench.results.compile import compile_with_database, floored_database, merge_databases
 
     events = run.event_list()
     t0, _ = tuning_window(events)
@@ -59,7 +54,7 @@ def checkpoints(run: wb.Run, n: int, work: str) -> list[dict]:
     batch_times = sorted({e["t"] for e in events if e["kind"] == "batch" and e["tuned_at"] == stage})
     picks = sorted({round((len(batch_times) - 1) * (i + 1) / n) for i in range(n)}) if batch_times else []
     times = [batch_times[i] + 0.01 for i in picks]
-    target = TargetSpec.from_dict(run.plan["target"])
+    target = run.plan.target
     model = load_model(run.spec.model, run.spec.input_shape)
     tvm_target = target.build()
     tasks = extract_tasks(model.mod, tvm_target)
@@ -77,7 +72,8 @@ def checkpoints(run: wb.Run, n: int, work: str) -> list[dict]:
              for s in {e["shard"] for e in events if e["kind"] == "shard_planned" and e["tuned_at"] == stage}),
              "latency_ms": by[str(i)]["latency_ms_median"], "iqr_ms": by[str(i)]["latency_ms_iqr"],
              "match": by[str(i)].get("match")} for i in range(len(times))]
-    return [{"untuned_ms": by["untuned"]["latency_ms_median"], "untuned_iqr_ms": by["untuned"]["latency_ms_iqr"]}] + rows
+    untuned = by["untuned"]
+    return [{"untuned_ms": untuned["latency_ms_median"], "untuned_iqr_ms": untuned["latency_ms_iqr"]}] + rows
 
 
 def main() -> None:
@@ -104,7 +100,7 @@ def main() -> None:
         shutil.copyfileobj(f, g)
     res = run.results.to_dict("records")
     tasks = run.tasks()
-    budget = run.plan["budget"]
+    budget = run.plan.budget.to_dict()
     t_start, t_end = tuning_window(events)
     out = {"model": args.model, "command": "workbench tune --model " + args.model + " " + " ".join(cli),
            "date": time.strftime("%Y-%m-%d"), "exit_code": code, "status": run.status, "wall_s": wall,

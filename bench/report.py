@@ -1,7 +1,7 @@
 """Build bench/results/H200.md, h200_summary.json, h200_slice_matrix.csv and h200_slice_untuned.csv from the
 experiment folders.
 
-    python bench/report.py [--results DIR] [--out DIR]
+    python -m bench.report [--results DIR] [--out DIR]
 
 Each folder `YYYY-MM-DD-<machine>-<what was run>/` under bench/results is one experiment: its
 README.md says by hand what was run and what it shows; an experiment.json, where the folder makes a
@@ -35,14 +35,11 @@ import gzip
 import json
 import os
 import re
-import sys
+
+from bench.experiments import Experiment, run_events
+from bench.tuning_throughput import compare, steady_rate, time_to, tuning_window
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-from tuning_throughput import compare, steady_rate, time_to, tuning_window  # noqa: E402
-
-from experiments import Experiment, run_events  # noqa: E402
-
 RESULTS = os.path.join(HERE, "results")
 FOLDER = re.compile(r"^(\d{4}-\d{2}-\d{2})-([a-z0-9]+)-(.+)$")
 TOLERANCE = 1.03
@@ -83,7 +80,8 @@ def cut_off_row(e: Experiment, results: str, cut: dict, stock: dict) -> dict:
     return {"experiment": e.name, "file": stem(cut["file"]), "config": cut["config"], "run": cut["run"], "seed": 0,
             "trials": trials, "wall_s": round(t1 - t0, 1),
             "first_batch_s": round(min(x["t"] for x in ev if x["kind"] == "batch") - t0, 1),
-            "trials_per_s": round(rate, 4), "steady_trials_per_s": steady_rate(ev), "final_latency_ms": round(latency, 5),
+            "trials_per_s": round(rate, 4), "steady_trials_per_s": steady_rate(ev),
+            "final_latency_ms": round(latency, 5),
             "checkpoints": [], "first_round": cut["first_round"], "runner": "rpc",
             "server_sm_counts": [x.get("sm_count") for x in ev if x["kind"] == "server_ready"],
             "trials_per_s_ratio": round(rate / stock["trials_per_s"], 3),
@@ -135,7 +133,7 @@ def bench_events_table(e: Experiment, results: str) -> None:
     compare_steady(e.rows)
 
 
-def lane_logs_table(e: Experiment, results: str) -> None:
+def lane_logs_table(e: Experiment, _results: str) -> None:
     """Rows of a "lane-logs" experiment: the result lines the bench printed into each lane's log."""
     for name in e.manifest["files"]:
         with gzip.open(os.path.join(e.path, name), "rt") as f:
@@ -226,7 +224,8 @@ def anytime_row(seed: str, raw: dict, config: str, torch_ms: float | None) -> di
            "trials": r["trials"], "span_s": r["span_s"], "best_ms_at_300s": r.get("best_ms_at_300s"),
            "stock_best_ms_at_300s": stock and stock.get("best_ms_at_300s"), "torch_eager_fp32_ms": torch_ms,
            "untuned_ms": r.get("untuned_ms"), "stock_final_ms": None, "latency_ms": None,
-           "equal_time_latency_ratio": None, "equal_time_latency_ratio_upper_bound": None, "stock_time_to_final_s": None, "time_to_stock_latency_s": None,
+           "equal_time_latency_ratio": None, "equal_time_latency_ratio_upper_bound": None,
+           "stock_time_to_final_s": None, "time_to_stock_latency_s": None,
            "time_to_stock_latency_ratio": None, "reached_stock_latency": None, "trials_ratio": None}
     if not ok:
         return row
@@ -295,8 +294,8 @@ def write_matrices(experiments: list[Experiment], out: str) -> None:
 
 def main(results: str = RESULTS, out: str = RESULTS) -> None:
     """Read every experiment under `results`; write the four report files into `out`."""
-    from report_markdown import markdown
-    from report_summary import summarize
+    from bench.report_markdown import markdown
+    from bench.report_summary import summarize
 
     experiments = load(results)
     summary = summarize(experiments, results)

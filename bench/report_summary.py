@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import statistics
 
-from experiments import Experiment, device_kind, machine_text, run_events
-from tuning_throughput import compare_seeds
+from bench.experiments import Experiment, device_kind, machine_text, run_events
+from bench.tuning_throughput import compare_seeds
 
 GOAL = {"trials_per_s_ratio": 5.0, "time_to_same_latency_reduction": 0.75, "final_latency_ratio_max": 1.03}
 EQUAL_TIME_GOAL = {"equal_time_latency_ratio_max": 0.8, "time_to_stock_latency_ratio_max": 0.25}  # issue 16
@@ -36,7 +36,8 @@ def goals_met(r: dict) -> int:
     """How many of the three goals one row meets (reduction None: it never reached stock's latency)."""
     return sum([(r.get("trials_per_s_ratio") or 0) >= GOAL["trials_per_s_ratio"],
                 (r.get("time_to_same_latency_reduction") or 0) >= GOAL["time_to_same_latency_reduction"],
-                r.get("final_latency_ratio") is not None and r["final_latency_ratio"] <= GOAL["final_latency_ratio_max"]])
+                r.get("final_latency_ratio") is not None
+                and r["final_latency_ratio"] <= GOAL["final_latency_ratio_max"]])
 
 
 def workbench_rows(rows: list[dict]) -> list[dict]:
@@ -55,7 +56,8 @@ def label(r: dict) -> str:
 
 
 def seed_medians(rows: list[dict], config: str) -> dict:
-    """The bench's medians over seeds (`compare_seeds`, over the rows as compared) for `config`, and each seed's ratios."""
+    """The bench's medians over seeds (`compare_seeds`, over the rows as compared) for `config`, and each seed's
+    ratios."""
     mine = [r for r in rows if r["config"] == config]
     pairs = [{**r, "name": r["config"]} for r in rows if r["config"] in ("stock", config) and "failed" not in r]
     medians = compare_seeds(pairs)["per_config_median"][config]
@@ -157,8 +159,9 @@ def paired(e: Experiment, config: str, alone_stocks: list[float], results: str) 
     return {**seed_medians(e.rows, config), "source": f"{e.name}: {e.title}",
             "stock_final_latency_ms": {str(k): v["final_latency_ms"] for k, v in sorted(stock.items())},
             "wall_s": {str(r["seed"]): r["wall_s"] for r in wb},
-            "wall_s_needed_for_5x": {r["seed"]: round(r["trials"] / (GOAL["trials_per_s_ratio"]
-                                                                    * stock[r["seed"]]["trials_per_s"]), 1) for r in wb},
+            "wall_s_needed_for_5x": {
+                r["seed"]: round(r["trials"] / (GOAL["trials_per_s_ratio"] * stock[r["seed"]]["trials_per_s"]), 1)
+                for r in wb},
             "stock_final_latency_cv_one_gpu": round(cv, 3),
             "runs_per_arm_to_see_3pct": round(2 * (1.96 + 0.84) ** 2 * (cv / (TOLERANCE - 1)) ** 2),
             "candidates_dropped_as_stragglers": sum(x.get("build_dropped") or 0 for r in wb
@@ -184,7 +187,8 @@ def goal_status(alone: list[dict], rows: list[dict], quality: dict, equal_time: 
             out[key] = {"met": median <= bound, "median": median, "max": bound, "experiment": name,
                         "config": block["config"], "per_seed": {k: r[key] for k, r in block["per_seed"].items()}}
     return {**out, "trials_per_s_ratio": {
-                "met_alone_on_one_gpu": any((r.get("trials_per_s_ratio") or 0) >= GOAL["trials_per_s_ratio"] for r in wb_alone),
+                "met_alone_on_one_gpu": any((r.get("trials_per_s_ratio") or 0) >= GOAL["trials_per_s_ratio"]
+                                            for r in wb_alone),
                 "best": top["trials_per_s_ratio"], "best_config": top["config"], "best_experiment": top["experiment"],
                 "evolved_first_alone": {f"{r['experiment']} {label(r)}": r["trials_per_s_ratio"]
                                         for r in wb_alone if r["first_round"] == "evolutionary"}},
@@ -194,7 +198,8 @@ def goal_status(alone: list[dict], rows: list[dict], quality: dict, equal_time: 
                                             for r in reached]},
             "final_latency_ratio": {
                 "met_alone_on_one_gpu": any(r.get("final_latency_ratio") is not None
-                                            and r["final_latency_ratio"] <= GOAL["final_latency_ratio_max"] for r in wb_alone),
+                                            and r["final_latency_ratio"] <= GOAL["final_latency_ratio_max"]
+                                            for r in wb_alone),
                 "median_ratio_by_layout": {k: round(statistics.median(v["final_us"]) / stock_us, 2)
                                            for k, v in quality.items() if k != "stock"},
                 "at_5x_alone": sorted(r["final_latency_ratio"] for r in wb_alone
@@ -321,7 +326,8 @@ def summarize(experiments: list[Experiment], results: str) -> dict:
         if "scaling" in v:
             blocks["scaling"] = {**e.scaling, "experiment": e.name}
         if "paired" in v:
-            block.update(paired(e, v["paired"], [r["final_latency_ms"] for r in alone if r["config"] == "stock"], results))
+            stock_ms = [r["final_latency_ms"] for r in alone if r["config"] == "stock"]
+            block.update(paired(e, v["paired"], stock_ms, results))
         if "rows" in v:
             block.update({label(r): {k: r.get(k) for k in ROW_KEYS} for r in e.rows if "failed" not in r})
         if "best" in v:
@@ -332,7 +338,8 @@ def summarize(experiments: list[Experiment], results: str) -> dict:
         if block:
             blocks[e.name] = block
     out.update({"first_round_latency_ms_at_100": by_round,
-                "goal_status": goal_status(alone, rows, quality, (head.name, anytime[head.name]) if head.anytime else None),
+                "goal_status": goal_status(alone, rows, quality,
+                                           (head.name, anytime[head.name]) if head.anytime else None),
                 "search_quality": quality,
                 **blocks, "slice_matrix_rows": sum(len(e.matrix) for e in h200), "runs": rows})
     return out

@@ -9,7 +9,14 @@ from __future__ import annotations
 
 import pandas as pd
 
-from workbench.results.recommend import NOT_TIMED, TUNING_WINS, beyond_noise, recommend_tuning_slice, slowdown_matrix, tuned_vs_untuned
+from workbench.results.recommend import (
+    NOT_TIMED,
+    TUNING_WINS,
+    beyond_noise,
+    recommend_tuning_slice,
+    slowdown_matrix,
+    tuned_vs_untuned,
+)
 
 WHOLE = 100  # the whole device, the tuning slice the claim is about
 CLOSE = 1.10  # within this of the best: what one search per slice leaves to luck (stock varies ~12 % between seeds)

@@ -1,19 +1,20 @@
 """Issue 19's slice study, rerunnable: choose slice-sensitive models, tune one stage per call, sweep, find.
 
-    python bench/slice_study.py choose --models resnet18:16,mlp:1024,bert-layer:8 --slices 25,100 [--out F]
-    python bench/slice_study.py tune --model resnet18 --input-shape 16,3,224,224 --slices 25 --trials 96 [--wait S]
-    python bench/slice_study.py tune --resume RUN [--trials N] [--wait S]
-    python bench/slice_study.py sweep --runs RUN,RUN,... --slices 10,20,30,50,70,100 --out-dir bench/results/<dated>
-    python bench/slice_study.py find --dir bench/results/<dated>
+    python -m bench.slice_study choose --models resnet18:16,mlp:1024,bert-layer:8 --slices 25,100 [--out F]
+    python -m bench.slice_study tune --model resnet18 --input-shape 16,3,224,224 --slices 25 --trials 96 [--wait S]
+    python -m bench.slice_study tune --resume RUN [--trials N] [--wait S]
+    python -m bench.slice_study sweep --runs RUN,RUN,... --slices 10,20,30,50,70,100 --out-dir bench/results/<dated>
+    python -m bench.slice_study find --dir bench/results/<dated>
 
 choose: compiles each candidate's untuned build (no tuning) and times it at each slice (MPS on a GPU, core shares
 on a CPU) in the sweep's inference workers; writes a JSON of median and IQR per slice and t(25)/t(100).
 tune: a thin wrapper over workbench.tune / resume (labelled "slice-study"): one stage per run (`--slices 25`) or
 all in one (`--slices 25,50,100 --sweep-slices ...`); the run goes on in the background, so `--wait` only bounds
-how long this call watches it; it prints each finished stage's tuned against untuned at its own slice. sweep: sweeps each run (tuned models and the untuned build),
-writes `<run>.sweep.csv` (bench/report.py's "slice-matrix"), `<run>.untuned.csv` for the first run of each
-model, the runs' gzipped event logs, then finds. find: experiment.json and finding.json (bench/slice_finding.py) from
-every run the folder holds, so stages tuned in several sessions are found together.
+how long this call watches it; it prints each finished stage's tuned against untuned at its own slice.
+sweep: sweeps each run (tuned models and the untuned build), writes `<run>.sweep.csv` (bench/report.py's
+"slice-matrix"), `<run>.untuned.csv` for the first run of each model, the runs' gzipped event logs, then finds.
+find: experiment.json and finding.json (bench/slice_finding.py) from every run the folder holds, so stages tuned in
+several sessions are found together.
 """
 from __future__ import annotations
 
@@ -22,16 +23,11 @@ import gzip
 import json
 import os
 import shutil
-import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.dirname(HERE))
+import pandas as pd
 
-import pandas as pd  # noqa: E402
-
-from slice_finding import model_finding, sensitivity  # noqa: E402
+from bench.slice_finding import model_finding, sensitivity
 
 LABEL = "slice-study"
 UNTUNED_CSV_COLUMNS = ["model", "inferred_at", "latency_ms_median", "latency_ms_iqr"]
@@ -60,12 +56,12 @@ def model_key(model: str, shape) -> str:
 
 def choose(candidates: list[str], slices: list[int], home: str, out: str) -> dict:
     """Time each candidate's untuned build at `slices`; write and return {model: {...}}."""
-    from workbench.runs import store
-    from workbench.runs.events import EventWriter
     from workbench.hardware import detect, resolve_target, target_spec
     from workbench.models.load import load_model
     from workbench.results.compile import compile_with_database
     from workbench.results.sweep import infer_at, standalone_host, sweep_points
+    from workbench.runs import store
+    from workbench.runs.events import EventWriter
 
     hw = detect()
     target = target_spec(resolve_target("auto", hw), hw)
@@ -141,7 +137,8 @@ def _ints(text: str) -> tuple[int, ...]:
 
 
 def swept_already(run, slices: list[int]) -> bool:
-    """Whether the run's own sweep (`tune --sweep-slices`) covers every tuned model and the untuned build at `slices`."""
+    """Whether the run's own sweep (`tune --sweep-slices`) covers every tuned model and the untuned build at
+    `slices`."""
     from workbench.results.sweep import covered
 
     tuned, untuned = run.sweep, run.sweep_untuned()
@@ -155,8 +152,8 @@ def sweep(runs: list[str], slices: list[int], out_dir: str, home: str | None, re
     """Sweep every run (not one whose own sweep covers `slices`, unless `resweep`), write the folder's CSVs and event
     logs, then `find` over every run in the folder (earlier sessions' runs too)."""
     import workbench as wb
-    from workbench.runs import store
     from workbench.results.sweep import sweep_run
+    from workbench.runs import store
 
     os.makedirs(out_dir, exist_ok=True)
     untuned = {str(pd.read_csv(os.path.join(out_dir, f)).model.iloc[0]) for f in os.listdir(out_dir)
@@ -229,8 +226,8 @@ def main(argv: list[str] | None = None) -> None:
     t.add_argument("--model")
     t.add_argument("--input-shape", default=None)
     t.add_argument("--slices", default="100", help="tuning slices, e.g. 25 (one stage) or 25,50,100 (one run)")
-    t.add_argument("--sweep-slices", default="", help="the run sweeps itself at these slices when it ends (its tuning slices added: "
-                   "each tuned model against the untuned build at its own slice)")
+    t.add_argument("--sweep-slices", default="", help="the run sweeps itself at these slices when it ends (its "
+                   "tuning slices added: each tuned model against the untuned build at its own slice)")
     t.add_argument("--trials", type=int, default=None)
     t.add_argument("--trials-per-batch", type=int, default=16)
     t.add_argument("--shards", type=int, default=1)

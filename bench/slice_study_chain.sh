@@ -23,7 +23,7 @@ if [ "${1:-}" = --resume ]; then
   for item in "$@"; do
     tgz=${item%:*} trials=${item##*:}; run=$(basename "$tgz"); run=${run%%.*}
     tar xzf "$tgz" -C "$HOME_DIR/runs" && echo "$(date -u +%T) unpacked $run"
-    step "$run-to-$trials" python3 bench/slice_study.py tune --home "$HOME_DIR" --resume "$run" --trials "$trials" \
+    step "$run-to-$trials" python3 -m bench.slice_study tune --home "$HOME_DIR" --resume "$run" --trials "$trials" \
       --wait 3000
     pack "$run"; echo "$(date -u +%T) $run at $trials trials: $(speedup "$run-to-$trials")x"
   done
@@ -32,14 +32,14 @@ fi
 MODEL=$1 SHAPE=$2 TRIALS=$3 SLICES=$4
 for s in ${SLICES//,/ }; do
   name=$MODEL-$s
-  step "$name" python3 bench/slice_study.py tune --home "$HOME_DIR" --target "$TARGET" --model "$MODEL" --input-shape "$SHAPE" \
+  step "$name" python3 -m bench.slice_study tune --home "$HOME_DIR" --target "$TARGET" --model "$MODEL" --input-shape "$SHAPE" \
     --slices "$s" --sweep-slices 10,20,30,50,70,100 --trials "$TRIALS" --trials-per-batch 16 --shards 4 --wait 3000
   run=$(grep -oP '^run \K\S+' "/tmp/dev/$name.log" | head -1)
   [ -n "$run" ] || { echo "$(date -u +%T) $name started no run"; continue; }
   pack "$run"
   x=$(speedup "$name"); echo "$(date -u +%T) $name at $TRIALS trials: ${x:-?}x"
   if below "$x"; then
-    step "$name-raise" python3 bench/slice_study.py tune --home "$HOME_DIR" --resume "$run" --trials $((2 * TRIALS)) --wait 3000
+    step "$name-raise" python3 -m bench.slice_study tune --home "$HOME_DIR" --resume "$run" --trials $((2 * TRIALS)) --wait 3000
     pack "$run"; echo "$(date -u +%T) $name at $((2 * TRIALS)) trials: $(speedup "$name-raise")x"
   fi
 done

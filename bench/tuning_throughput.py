@@ -1,16 +1,21 @@
 """Tuning throughput: stock MetaSchedule versus the workbench, side by side in one invocation.
 
-    python bench/tuning_throughput.py --model mlp --trials 64 --configs stock,1x1@100,2x2@50
+    python -m bench.tuning_throughput --model mlp --trials 64 --configs stock,1x1@100,2x2@50
 
 `stock` is MetaSchedule's own tune_relax recipe in one process: the extracted tasks, stock
 `LocalBuilder` (fresh workers every batch) and `LocalRunner` on the whole device. A config
 `KxS@P` is the workbench with K shard clients, S RPC servers, each server on a P% slice.
 K may exceed the model's task count: the extra shards are seeded search replicas of its costliest
-tasks (`workbench.shards.plan_shards`). `KxS@P/Ngpu` places the S servers round-robin on the first N GPUs (one MPS daemon each), for scaling
-runs on multi-GPU hosts. Workbench configs draw each task's first batch as the plan's `auto` does
-(TVM's evolution on CUDA, at random on CPUs: `tvm_plugins.RandomFirstRound`); a `+evo` or `+rand`
-suffix forces one or the other; a `+batch` suffix measures each batch over one RPC session per server (`workbench/batch_runner.py`, the product's default runner since 2026-11-30; without the suffix a config measures as stock's `RPCRunner` does, one session per candidate); a `+cut` suffix stops a batch waiting for a straggling build (`tvm_plugins.StragglerCut`); a `+dask` suffix runs the shard clients on a Dask LocalCluster (`--cluster local`: a worker process per shard, the cores split between them). Every config gets the same model, trial budget, batch size, cost model
-and seed.
+tasks (`workbench.plan.tasks.plan_shards`). `KxS@P/Ngpu` places the S servers round-robin on the first
+N GPUs (one MPS daemon each), for scaling runs on multi-GPU hosts. Workbench configs draw each task's
+first batch as the plan's `auto` does (TVM's evolution on CUDA, at random on CPUs:
+`workbench.tuning.search_strategy.random_first_round.RandomFirstRound`); a `+evo` or `+rand` suffix
+forces one or the other; a `+batch` suffix measures each batch over one RPC session per server
+(`workbench/tuning/runner/batch.py`, the product's default runner since 2026-11-30; without the suffix a
+config measures as stock's `RPCRunner` does, one session per candidate); a `+cut` suffix stops a batch
+waiting for a straggling build (`workbench.tuning.builder.persistent.StragglerCut`); a `+dask` suffix runs
+the shard clients on a Dask LocalCluster (`--cluster local`: a worker process per shard, the cores split
+between them). Every config gets the same model, trial budget, batch size, cost model and seed.
 
 For each config it reports trials per second, wall time, the final model latency (compiled with
 the run's database and timed on the whole device), mean CPU/GPU utilisation while tuning, where
@@ -33,12 +38,11 @@ import time
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
+import workbench as wb
+from workbench.hardware import TargetSpec, resolve_target
+from workbench.results.sweep import infer_at
 
-import workbench as wb  # noqa: E402
-from workbench.hardware import TargetSpec, resolve_target  # noqa: E402
-from workbench.results.sweep import infer_at  # noqa: E402
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 CONFIG_RE = re.compile(r"^(\d+)x(\d+)@(\d+)(?:/(\d+)gpu)?(\+evo|\+rand)?(\+batch)?(\+cut)?(\+lean)?(\+dask)?$")
 TOLERANCE = 1.03
@@ -50,12 +54,13 @@ def parse_config(text: str) -> dict:
                 "first_round": "evolutionary", "gpus": 1, "strategy": "evolutionary"}
     m = CONFIG_RE.match(text)
     if not m:
-        raise SystemExit(f"bad config {text!r}: use stock or KxS@P[/Ngpu][+evo|+rand][+batch][+cut][+lean][+dask], e.g. 2x2@50 or "
-                         "4x8@50/2gpu")
+        raise SystemExit(f"bad config {text!r}: use stock or KxS@P[/Ngpu][+evo|+rand][+batch][+cut][+lean][+dask], "
+                         "e.g. 2x2@50 or 4x8@50/2gpu")
     k, s, p = map(int, m.groups()[:3])
     return {"name": text, "shards": k, "servers": s, "slice": p, "runner": "rpc-batch" if m.group(6) else "rpc",
             "builder": "persistent-cut" if m.group(7) else "persistent",
-            "first_round": {"+evo": "evolutionary", "+rand": "random"}.get(m.group(5), "auto"), "gpus": int(m.group(4) or 1),
+            "first_round": {"+evo": "evolutionary", "+rand": "random"}.get(m.group(5), "auto"),
+            "gpus": int(m.group(4) or 1),
             "strategy": "evolutionary-lean" if m.group(8) else "evolutionary",
             "cluster": "local" if m.group(9) else None}
 
@@ -215,10 +220,10 @@ def run_config(cfg: dict, args, home: str, seed: int) -> dict:
            "final_latency_ms": float(final.latency_ms_median), "final_latency_iqr_ms": float(final.latency_ms_iqr),
            "server_sm_counts": [e.get("sm_count") for e in servers],
            "slice_applied": all(e.get("slice_applied", False) for e in servers) if servers else cfg["slice"] == 100,
-           "first_round": run.plan["first_round"],  # "auto" as the plan resolved it
+           "first_round": run.plan.options.first_round,  # "auto" as the plan resolved it
            "phases_s": phase_breakdown(events), **utilisation(events, t0, t1)}
     if args.checkpoints:
-        target = TargetSpec.from_dict(run.plan["target"])
+        target = run.plan.target
         out["checkpoints"] = evaluate_checkpoints(run, target, args.checkpoints,
                                                   os.path.join(home, "checkpoints", run.id))
     return out
@@ -331,7 +336,8 @@ def compare_seeds(rows: list[dict]) -> dict:
         return {}
     best = max(per, key=lambda n: per[n]["trials_per_s_ratio"])
     return {"per_config_median": per, "best_config": best,
-            **{k: per[best][k] for k in ("trials_per_s_ratio", "time_to_same_latency_reduction", "final_latency_ratio")}}
+            **{k: per[best][k] for k in ("trials_per_s_ratio", "time_to_same_latency_reduction",
+                                         "final_latency_ratio")}}
 
 
 def print_table(result: dict) -> None:

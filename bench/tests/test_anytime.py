@@ -1,4 +1,4 @@
-"""bench/anytime.py: stock with its budget, the workbench stopped at stock's wall, ratios from the raw numbers."""
+"""bench.anytime: stock with its budget, the workbench stopped at stock's wall, ratios from the raw numbers."""
 from __future__ import annotations
 
 import json
@@ -8,18 +8,13 @@ import sys
 
 import pytest
 
-from support import bench_module
+from bench import anytime as at
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SCRIPT = os.path.join(ROOT, "bench", "anytime.py")
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CONFIG = "1x1@100+batch"
 SUMMARY = {"model": str, "seeds": list, "stock_wall_s": float, "stock_final_ms": float,
            "equal_time_latency_ratio": float, "time_to_stock_latency_ratio": float, "torch_eager_fp32_ms": type(None),
            "best_ms_at_300s": (float, type(None)), "best_config": str}
-
-
-def _bench_module(name: str = "anytime"):
-    return bench_module(name)
 
 
 def _first_within(checkpoints: list[dict], ms: float) -> float | None:
@@ -28,12 +23,13 @@ def _first_within(checkpoints: list[dict], ms: float) -> float | None:
 
 @pytest.mark.slow
 @pytest.mark.skipif(not os.environ.get("WB_BENCH_TESTS"), reason="runs the anytime bench end to end on the CPU "
-                    "(stock then the workbench, 7-9 minutes on 2 cores: past the suite's budget); WB_BENCH_TESTS=1 runs it")
+                    "(stock then the workbench, 7-9 minutes on 2 cores: past the suite's budget); "
+                    "WB_BENCH_TESTS=1 runs it")
 @pytest.mark.timeout(1800)  # stock's own start-up and builds: ~3 minutes on an idle 2-core box, 12 when loaded
 def test_anytime_runs_stock_then_the_workbench_for_stocks_wall(tmp_path):
     out = tmp_path / "anytime.json"
-    argv = [sys.executable, SCRIPT, "--model", "mlp-small", "--target", "llvm", "--stock-trials", "2", "--batch", "2",
-            "--configs", CONFIG, "--seeds", "0", "--checkpoints", "2", "--home", str(tmp_path / "home"),
+    argv = [sys.executable, "-m", "bench.anytime", "--model", "mlp-small", "--target", "llvm", "--stock-trials", "2",
+            "--batch", "2", "--configs", CONFIG, "--seeds", "0", "--checkpoints", "2", "--home", str(tmp_path / "home"),
             "--out", str(out)]
     proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=1500)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
@@ -81,7 +77,6 @@ def _run(stop: float, cps: list[tuple[float, float]], config: str = "stock", **e
 
 
 def test_summary_is_the_median_over_seeds_and_picks_the_lowest_equal_time_ratio():
-    at = _bench_module()
     raw = {}
     for seed, (final, fast) in enumerate([(1.0, 0.9), (1.2, 1.5), (1.1, 0.99)]):
         raw[str(seed)] = {"stock": _run(310.0, [(100.0, 1.5), (200.0, final), (310.0, final)]),
@@ -101,7 +96,6 @@ def test_summary_is_the_median_over_seeds_and_picks_the_lowest_equal_time_ratio(
 
 
 def test_a_stock_that_skipped_a_task_is_no_reference():
-    at = _bench_module()
     stock = _run(200.0, [(200.0, 1.0)], skipped_tasks=[{"task": "fused_x", "reason": "ScheduleError"}])
     entry = {"model": "m", "raw": {"0": {"stock": stock, "configs": {"a": _run(200.0, [(200.0, 0.5)], "a")}}}}
     at.summarize(entry)
@@ -110,30 +104,8 @@ def test_a_stock_that_skipped_a_task_is_no_reference():
     assert entry["best_config"] == "a" and entry["untuned_speedup"] == 4.0 and entry["best_ms_at_300s"] is None
 
 
-def test_trials_by_counts_a_committed_runs_batches():
-    """The checkpoints' trial counts read today's event fields: a committed H200 run's 18 batches of 16."""
-    anytime = _bench_module()
-    events = _bench_module("experiments").read_events(os.path.join(ROOT, "bench", "results", "2026-12-01-h200-mlp-anytime",
-                                      "20261201-152349-mlp-0b25.jsonl.gz"))
-    batches = [e for e in events if e["kind"] == "batch"]
-    assert len(batches) == 18
-    assert anytime.trials_by(batches, batches[-1]["t"]) == 288
-    assert anytime.trials_by(batches, batches[0]["t"] - 1) == 0
-    assert anytime.trials_by(batches, batches[3]["t"]) == 64
-
-
-def test_rank_test_of_per_trial_quality():
-    """The exact one-sided Mann-Whitney p-value: 1 of the 6 splits of 4 values is as extreme as b all above a."""
-    rank_test = _bench_module("per_trial_quality").rank_test
-
-    assert rank_test([1.0, 2.0], [3.0, 4.0]) == {"u_workbench_below_stock": 0, "pairs": 4, "p_one_sided": 0.1667}
-    assert rank_test([3.0, 4.0], [1.0, 2.0])["p_one_sided"] == 1.0
-    assert rank_test([1.0, 2.0], [2.0, 3.0])["u_workbench_below_stock"] == 0.5
-
-
 def test_a_workbench_stopped_before_stocks_wall_gives_only_a_bound():
     """--stop-s (short device time): the ratio at the stop bounds the equal-time one; it is not reported as it."""
-    at = _bench_module()
     stock = _run(700.0, [(400.0, 3.0), (700.0, 2.5)])
     early = _run(540.0, [(200.0, 2.3), (500.0, 1.3)], "a")
     never = _run(540.0, [(500.0, 2.8)], "b")

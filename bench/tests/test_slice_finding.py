@@ -1,15 +1,11 @@
-"""Issue 19's finding (bench/slice_finding.py) is computed from the matrix: reproduced, refuted, depends, or
+"""Issue 19's finding (bench.slice_finding) is computed from the matrix: reproduced, refuted, depends, or
 inconclusive where tuning did not beat the untuned build at its own slice."""
 from __future__ import annotations
-
 
 import pandas as pd
 import pytest
 
-from support import bench_module
-
-finding = bench_module("slice_finding")
-model_finding, sensitivity, pool_searches = finding.model_finding, finding.sensitivity, finding.pool_searches
+from bench.slice_finding import model_finding, pool_searches, sensitivity
 
 AT = (25, 50, 100)
 
@@ -80,7 +76,8 @@ def test_two_searches_of_a_slice_are_pooled_and_their_spread_is_noise() -> None:
     f = model_finding("m", pd.concat([one, other], ignore_index=True), UNTUNED_SLOW, searches=2)
     assert f["matrix_ms_median_iqr"]["100"]["25"] == pytest.approx([1.01, 0.06])  # spread 0.06 over the 0.005 IQR
     at25 = f["per_inference_slice"][0]
-    assert at25["inferred_at"] == 25 and at25["slowdown"]["100"] == pytest.approx(1.01) and not at25["beyond_noise"]["100"]
+    assert at25["inferred_at"] == 25 and at25["slowdown"]["100"] == pytest.approx(1.01) and \
+        not at25["beyond_noise"]["100"]
     assert f["searches_per_slice"] == 2 and "search luck" not in f["finding"]
     assert model_finding("m", one, UNTUNED_SLOW)["per_inference_slice"][0]["beyond_noise"]["100"]  # one search
     # two searches that agree: a 4 % loss beyond their spread is the slice's, not luck ("depends", not "refuted")

@@ -1,3 +1,4 @@
+# Kept as the script that made this folder's results (moved here from bench/): evidence, not maintained; its paths and imports are as they were then, and it may need updating to run.
 """Where a build batch's time goes: 16 candidates of a model's tasks, built in-process step by step,
 then through `PersistentBuilder` three times (warm pool), with each export kind.
 

@@ -1,3 +1,4 @@
+# Kept as the script that made this folder's results (moved here from bench/): evidence, not maintained; its paths and imports are as they were then, and it may need updating to run.
 """Seconds from starting one workbench RPC server until the tracker lists it and it reported its device
 (what the supervisor waits for before measuring), N times against one tracker started beforehand.
 

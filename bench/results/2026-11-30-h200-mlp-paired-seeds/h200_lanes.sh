@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# Kept as the script that ran this folder's lanes and those of the 2026-11-29/30 h200x2 lane folders (moved here from bench/): evidence, not maintained; its paths are as they were then, and it may need updating to run.
 # Two benchmark lanes side by side on the 2-GPU host (device kind nvidia-h200-x2), in one call:
 # lane 0 on GPU 0 and cores 0-15, lane 1 on GPU 1 and cores 16-31, each the size of the one-GPU
 # H200 machine (16 cores, 1 H200). Run from the repo root after `source .device/rest/unpack.sh`:

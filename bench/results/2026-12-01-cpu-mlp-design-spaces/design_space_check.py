@@ -1,3 +1,4 @@
+# Kept as the script that made this folder's results (moved here from bench/): evidence, not maintained; its paths and imports are as they were then, and it may need updating to run.
 """Are the design spaces the same whichever way the tensor intrinsics are registered? (issue 16, step 1d)
 
 A stock client imports `tvm.s_tir.tensor_intrin` whole; a workbench client registers its target's family

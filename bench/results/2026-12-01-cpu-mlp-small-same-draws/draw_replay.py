@@ -1,3 +1,4 @@
+# Kept as part of the scripts that made this folder's results (same_draws.py imports it; moved here from bench/): evidence, not maintained; its paths and imports are as they were then, and it may need updating to run.
 """A tuning run's proposal sequence, read from its database, and the same search fed that run's measurements.
 
 `run_sequence(run_dir)`: the batches one shard measured, in order (task, each schedule's structural hash,

@@ -1,3 +1,4 @@
+# Kept as part of the scripts that made this folder's results (same_draws.py imports it; moved here from bench/): evidence, not maintained; its paths and imports are as they were then, and it may need updating to run.
 """Compare two tuning runs' proposal sequences: where they part, and whether what was measured explains it.
 
 A sequence is a run's measured batches in order, as `bench/same_draws.py` records them from the run's

@@ -1,3 +1,4 @@
+# Kept as the script that made this folder's results (moved here from bench/): evidence, not maintained; its paths and imports are as they were then, and it may need updating to run.
 """Does the one-client pipeline change which schedules the search proposes? Identical draws, three runs (issue 16).
 
     python bench/same_draws.py --model mlp-small --target cpu --seeds 0,1 --trials 48 --batch 8 \

@@ -1,3 +1,4 @@
+# Kept as the script that made this folder's per_trial_quality.json and 2026-12-01-h200-mlp-anytime's (moved here from bench/): evidence, not maintained; its paths and imports are as they were then, and it may need updating to run.
 """Per-trial model quality and what bounds a run, from the committed H200 `mlp` event logs (issue 16).
 
 For every single-shard `mlp` run on CUDA under bench/results/*h200*/ (stock: no server of its own;

@@ -1,3 +1,4 @@
+# Kept as the script that made this folder's results (moved here from bench/): evidence, not maintained; its paths and imports are as they were then, and it may need updating to run.
 """One fixed set of candidates, timed every way stock and the workbench time them (issue 16, step 1).
 
     python bench/candidate_timing.py --target cuda --per-task 24 --out bench/results/candidate_timing_h200.json

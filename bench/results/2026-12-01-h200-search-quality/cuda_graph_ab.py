@@ -1,3 +1,4 @@
+# Kept as the script that made this folder's results (moved here from bench/): evidence, not maintained; its paths and imports are as they were then, and it may need updating to run.
 """CUDA graphs in the compiled model: the same build with Relax's CUDA-graph capture off and on, timed side by side.
 
     python bench/cuda_graph_ab.py --model mlp --out bench/results/<dated folder>/cuda_graph_ab.json [--db DIR]

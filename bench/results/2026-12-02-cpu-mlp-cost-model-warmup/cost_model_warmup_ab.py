@@ -1,3 +1,4 @@
+# Kept as the script that made this folder's results (moved here from bench/): evidence, not maintained; its paths and imports are as they were then, and it may need updating to run.
 """CPU A/B of the XGBoost cost model's warm-up: TVM's 100 samples of random scores against one batch (16), paired seeds.
 
 mlp (128x768, 2 tasks), 96 trials in batches of 16, TVM's evolution and round-robin task order, LocalBuilder and

@@ -1,3 +1,4 @@
+# Kept as the script that made this folder's results (moved here from bench/): evidence, not maintained; its paths and imports are as they were then, and it may need updating to run.
 """What each measured batch of 16 buys a task, over every committed H200 search: the data behind the budget's rule.
 
 For each task search in the committed event logs (`bench/results/*h200*/*.jsonl.gz`, each run once: its longest log),

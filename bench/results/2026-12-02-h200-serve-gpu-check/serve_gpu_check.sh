@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# Kept as the script that made this folder's results (moved here from bench/): evidence, not maintained; its paths and imports are as they were then, and it may need updating to run.
 # Issue 18 item 4 on a GPU host (the lent H200): a tracker, `workbench serve --slices 50,50` registered with it,
 # the GPU's architecture asked through the tracker by a process that sees no GPU, a 2-shard tune measured on
 # serve's servers, then SIGINT: serve must stop its servers and its MPS daemon and exit 0.

@@ -1,0 +1,1 @@
+"""The maintained benchmark tools: run each from the repository root as `python -m bench.NAME`."""

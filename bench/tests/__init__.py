@@ -1,0 +1,1 @@
+"""Tests of the maintained bench tools (`bench.NAME`); none reads bench/results."""
