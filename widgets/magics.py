@@ -141,7 +141,7 @@ class WorkbenchMagics(Magics):
         if args is None:
             return None
         try:
-            run = start_tune(args, self.home)
+            run = start_tune(args, self.home, namespace=self.shell.user_ns if self.shell is not None else None)
         except SpecError as err:
             raise _usage(err) from None
         if self.show_panel and not args.no_panel:

@@ -200,7 +200,8 @@ def _opt(default: Any, help: str | None = None, flag: str | None = None) -> Any:
 class TuneSpec:
     """Everything a tuning run needs; validated on construction."""
 
-    model: str = _opt("mlp-small", "sample model name (see `workbench models`) or an .onnx path")
+    model: str = _opt("mlp-small", "sample model name (see `workbench models`), an .onnx path, or (in a notebook) "
+                                   "the name of a torch.nn.Module or ExportedProgram")
     input_shape: tuple[int, ...] | None = _opt(None, "input shape for ONNX models with dynamic dimensions "
                                                      "(e.g. 1,3,224,224), or another batch of a sample model "
                                                      "(its first dimension, e.g. 16,3,224,224 for resnet18)")
@@ -243,6 +244,9 @@ class TuneSpec:
 
     def validate(self) -> None:
         if not isinstance(self.model, str) or not self.model.strip():
+            if any(c.__module__.startswith("torch") for c in type(self.model).__mro__):  # a module or program
+                raise SpecError("model", "a PyTorch model goes in through workbench.tune(model=module, "
+                                         "example_inputs=(x,)) or %tune --model NAME, which export it first")
             raise SpecError("model", "give a sample model name (see `workbench models`) or a path to an .onnx file")
         _check_choice("target", self.target, TARGETS)
         parse_slices(self.slices, "slices")

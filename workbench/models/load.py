@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import sample_models
+from workbench.models import torch_module
 from workbench.models.onnx_file import (
     Shape,
     check_supported_ops,
@@ -67,11 +68,14 @@ def list_models() -> list[ModelInfo]:
 
 
 def check_model(name_or_path: str, input_shape: Shape | None = None) -> None:
-    """Validate a model name or .onnx path (and `input_shape`) without importing TVM."""
+    """Validate a model name, .onnx path or saved PyTorch model (and `input_shape`) without importing TVM."""
     input_shape = _check_shape_value(input_shape)
     sample = _sample(name_or_path)
     if sample is not None:
         _sample_shape(name_or_path, sample[0], sample[1], input_shape)
+        return
+    if str(name_or_path).endswith(torch_module.SUFFIX):
+        _saved_shape(torch_module.read_meta(name_or_path), input_shape)
         return
     path = onnx_path(name_or_path, [info.name for info in list_models()])
     onnx_signature(read_onnx(path, load_external_data=False), path, input_shape)
@@ -83,6 +87,8 @@ def load_model(name_or_path: str, input_shape: Shape | None = None) -> LoadedMod
     sample = _sample(name_or_path)
     if sample is not None:
         return _load_sample(name_or_path, *sample, input_shape)
+    if str(name_or_path).endswith(torch_module.SUFFIX):
+        return _load_saved(name_or_path, input_shape)
     return _load_onnx(onnx_path(name_or_path, [info.name for info in list_models()]), input_shape)
 
 
@@ -120,7 +126,27 @@ def _load_sample(name: str, key: str, variant: str, input_shape: Shape | None) -
 
 
 # --------------------------------------------------------------------------------------------
-# ONNX (reading, checking and converting are in onnx_import.py)
+# a PyTorch model, converted and saved where it was handed in (torch_module.py)
+
+
+def _saved_shape(meta: dict[str, Any], input_shape: Shape | None) -> Shape:
+    shape = tuple(int(d) for d in meta["input_shape"])
+    if input_shape is not None and tuple(input_shape) != shape:
+        raise SpecError("input_shape", f"{meta['name']} was exported for input {fmt_shape(shape)}; export it again "
+                                       f"for {fmt_shape(input_shape)} (got it here, where it cannot change)")
+    return shape
+
+
+def _load_saved(path: str, input_shape: Shape | None) -> LoadedModel:
+    meta = torch_module.read_meta(path)
+    shape = _saved_shape(meta, input_shape)
+    mod = torch_module.load_module(path)
+    _check_static(mod, meta["name"])
+    return LoadedModel(meta["name"], mod, _main_input(mod, meta["name"]).name, shape, str(meta["dtype"]))
+
+
+# --------------------------------------------------------------------------------------------
+# ONNX (reading, checking and converting are in onnx_file.py)
 
 
 def _load_onnx(path: Path, input_shape: Shape | None) -> LoadedModel:

@@ -10,6 +10,7 @@ import importlib.util
 from workbench import diskspace
 from workbench.hardware import Hardware, check_sweep_here, detect, resolve_target, target_spec
 from workbench.models.load import check_model, load_model
+from workbench.models.torch_module import example_from_shape, is_torch_model, save_torch_model
 from workbench.options import EngineOptions
 from workbench.plan.budget import cost_model_note, plan_budget
 from workbench.plan.plan import Plan, PlannedTask
@@ -61,6 +62,12 @@ def tracker_slices(spec: TuneSpec, servers: dict | None) -> tuple[TuneSpec, list
                                             "serves (servers of other slices under that key would mix in)"]
 
 
+def _exported_program_type() -> type:
+    import torch
+
+    return torch.export.ExportedProgram
+
+
 DEFAULT_SLICES = next(f.default for f in dataclasses.fields(TuneSpec) if f.name == "slices")
 
 
@@ -110,10 +117,20 @@ def plan_run(spec: TuneSpec, hw: Hardware | None = None, options: EngineOptions 
 
 
 def tune(spec: TuneSpec | None = None, *, home: str | None = None, runner: str | None = None,
-         builder: str | None = None, sessions: str | None = None, first_round: str | None = None, **fields) -> Run:
+         builder: str | None = None, sessions: str | None = None, first_round: str | None = None,
+         example_inputs: tuple | None = None, **fields) -> Run:
     """Validate and plan `spec` (or TuneSpec(**fields)), start its run in the background, return the Run.
 
+    `model` (in `fields`) may be a torch.nn.Module, traced with `example_inputs` (or, without them, a random tensor of
+    `input_shape`), or an ExportedProgram: it is exported and converted here, once (`models.torch_module`).
     runner, builder, sessions, first_round: the EngineOptions (None: their defaults)."""
+    if is_torch_model(fields.get("model")):
+        model = fields.pop("model")
+        inputs = example_inputs
+        if inputs is None and not isinstance(model, _exported_program_type()):
+            inputs = example_from_shape(fields.get("input_shape"))
+        fields["model"] = save_torch_model(model, inputs, home=home)
+        fields.pop("input_shape", None)  # the saved model's own
     spec = spec.replace(**fields) if spec is not None and fields else spec or TuneSpec(**fields)
     options = EngineOptions.given(runner=runner, builder=builder, sessions=sessions, first_round=first_round)
     hw = detect()

@@ -182,7 +182,7 @@ def new_run_dir(spec: TuneSpec, home: str | None = None) -> tuple[str, str]:
     root = runs_root(home)
     ensure_writable(root)
     ensure_free_space(root)
-    model = os.path.splitext(os.path.basename(spec.model))[0].replace(" ", "_")[:24]
+    model = os.path.basename(spec.model).removesuffix(".relax.json").removesuffix(".onnx").replace(" ", "_")[:24]
     run_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{model}-{secrets.token_hex(2)}"
     path = os.path.join(root, run_id)
     os.makedirs(path, mode=0o700)
