@@ -18,6 +18,7 @@ from workbench.plan.plan import Plan
 from workbench.procs import group_alive
 from workbench.results.recommend import tuned_vs_untuned
 from workbench.runs import store
+from workbench.runs.events import parse as ev_parse
 
 SPEC = dict(model="mlp-small", shards=2, servers=2, slices=(50,), trials=8, trials_per_batch=4,
             sweep_slices=(50, 100))
@@ -392,3 +393,37 @@ def test_workbench_export_writes_the_model_a_user_takes_away(finished_run, tmp_p
     assert "tuned at 50 %" in out.stdout or "untuned build" in out.stdout
     assert sorted(os.listdir(tmp_path / "m")) == ["load.py", "model.so", "signature.json"]
     assert json.load(open(tmp_path / "m" / "signature.json"))["tuned_at"] == 50
+
+
+def test_every_result_row_carries_its_baseline_and_the_ratio(finished_run):
+    """What the user would run instead comes first: the sample model's PyTorch twin, timed interleaved with the two
+    builds under the same slice, with the paired test's verdict; its outputs are not compared (other weights)."""
+    pytest.importorskip("torch")
+    for row in finished_run.results.to_dict("records"):
+        assert row["baseline"].startswith("PyTorch eager fp32 (a PyTorch twin of mlp-small)"), row
+        model_ms = row["untuned_ms"] if row["kept"] == "untuned" else row["tuned_ms"]
+        assert row["baseline_ms"] > 0 and row["vs_baseline"] == pytest.approx(row["baseline_ms"] / model_ms)
+        assert row["vs_baseline_verdict"] in ("faster", "slower", "within noise")
+        assert row["baseline_match"] is None and "twin" in row["baseline_note"]
+    table = finished_run.results_table()
+    assert list(table.columns[:5]) == ["tuned at (%)", "latency (median ± IQR)", "vs baseline", "baseline",
+                                       "baseline latency (median ± IQR)"]
+    timed = finished_run.event_list("timed")[0]
+    line = wb.describe_event(ev_parse(timed))
+    assert "than PyTorch eager fp32 (a PyTorch twin of mlp-small)" in line or "as fast as PyTorch" in line, line
+    assert line.index("PyTorch") < line.index("TVM"), line  # the baseline first, TVM's untuned build second
+
+
+def test_an_onnx_model_with_computed_shapes_is_folded_tuned_and_timed_against_onnxruntime(tmp_path):
+    pytest.importorskip("onnxruntime")
+    from test_models import computed_shape_onnx, save
+
+    path = save(computed_shape_onnx("reshape"), tmp_path / "computed.onnx")
+    run = wb.tune(wb.TuneSpec(model=path, input_shape=(2, 3, 8, 8), trials=4, trials_per_batch=4, **CHEAP_SEARCH),
+                  home=str(tmp_path / "home"))
+    assert run.plan.notes[0] == ("folded for input 2x3x8x8: 11 nodes to 3 (onnx shape inference, onnxruntime "
+                                 "constant folding)")
+    assert run.wait(timeout=480) == "done", (run.message, run.errors().to_dict("records"))
+    row = run.results.iloc[0]
+    assert row.baseline.startswith("onnxruntime ") and row.baseline_ms > 0 and bool(row.baseline_match), row.to_dict()
+    assert row.vs_baseline_verdict in ("faster", "slower", "within noise") and bool(row.match)

@@ -311,3 +311,57 @@ def test_the_input_shape_hint_is_built_from_the_models_own_dims() -> None:
     assert example_shape(["N", "H", "W", 3]) == "1,224,224,3"
     assert example_shape(["N", 3, 8, 8]) == "1,3,8,8"
     assert example_shape(["batch", "seq", 768]) == "1,1,768"
+
+
+def computed_shape_onnx(kind: str):
+    """A model whose shapes are computed from its input's, as exported detectors and classifiers have them: 'reshape'
+    flattens through Shape -> Slice -> Cast -> Div -> Cast -> ReduceProd -> Mul -> Concat -> Reshape, 'range' adds a
+    Range over a dimension it reads with Shape -> Gather. Input (N, 3, 8, 8), N symbolic."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    w = (rng.standard_normal((4, 3, 3, 3)) * 0.1).astype("float32")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["c"], ["r"]),
+             helper.make_node("Shape", ["r"], ["s"])]
+    const = {"w": w}
+    if kind == "reshape":
+        nodes += [helper.make_node("Slice", ["s", "st", "en"], ["hw"]),
+                  helper.make_node("Cast", ["hw"], ["hwf"], to=TensorProto.FLOAT),
+                  helper.make_node("Div", ["hwf", "two"], ["half"]),
+                  helper.make_node("Cast", ["half"], ["halfi"], to=TensorProto.INT64),
+                  helper.make_node("ReduceProd", ["halfi"], ["p"], keepdims=1),
+                  helper.make_node("Mul", ["p", "sixteen"], ["p16"]),
+                  helper.make_node("Concat", ["minus1", "p16"], ["newshape"], axis=0),
+                  helper.make_node("Reshape", ["r", "newshape"], ["y"])]
+        const.update(st=np.array([2]), en=np.array([4]), two=np.array([2.0], np.float32), sixteen=np.array([16]),
+                     minus1=np.array([-1]))
+    else:
+        nodes += [helper.make_node("Gather", ["s", "i3"], ["w3"], axis=0),
+                  helper.make_node("Range", ["zero", "w3", "one"], ["rg"]),
+                  helper.make_node("Cast", ["rg"], ["rgf"], to=TensorProto.FLOAT),
+                  helper.make_node("Add", ["r", "rgf"], ["y"])]
+        const.update(i3=np.array(3), zero=np.array(0), one=np.array(1))
+    inits = [numpy_helper.from_array(v.astype(np.int64) if v.dtype.kind == "i" else v, k) for k, v in const.items()]
+    graph = helper.make_graph(nodes, kind, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+@pytest.mark.parametrize(("kind", "nodes"), [("reshape", 11), ("range", 7)])
+def test_onnx_computed_shapes_are_folded_for_the_input_shape(tmp_path: Path, kind: str, nodes: int) -> None:
+    """TVM's frontend refuses shapes computed from the input's; folded for the given input shape (onnx shape
+    inference, onnxruntime's constant folding) the model converts, computes what onnxruntime computes on the
+    original, and the load says what was done."""
+    pytest.importorskip("onnxruntime")
+    import onnxruntime as ort
+
+    path = save(computed_shape_onnx(kind), tmp_path / f"{kind}.onnx")
+    model = load_model(path, (2, 3, 8, 8))
+    assert model.note == f"folded for input 2x3x8x8: {nodes} nodes to 3 (onnx shape inference, onnxruntime " \
+                         "constant folding)"
+    x = np.random.default_rng(0).standard_normal((2, 3, 8, 8)).astype("float32")
+    expected = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(run(model.mod, x), expected, rtol=1e-5, atol=1e-5)
+    assert load_model(save(tiny_onnx()[0], tmp_path / "plain.onnx")).note == ""  # nothing to fold: not folded

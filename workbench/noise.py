@@ -75,6 +75,18 @@ def verdict(tuned_ms: float, tuned_iqr: float, untuned_ms: float, untuned_iqr: f
     return "faster" if tuned_ms < untuned_ms else "slower"
 
 
+def versus(ratio: float | None, said: str | None, against: str) -> str:
+    """'1.23x faster than X', '1.23x slower than X' or 'as fast as X within the timing noise (1.02x)', where `ratio`
+    is X's time over the model's and `said` the paired test's verdict."""
+    if ratio is None or not math.isfinite(ratio) or ratio <= 0:
+        return f"not compared with {against}"
+    if said == "faster":
+        return f"{ratio:.2f}x faster than {against}"
+    if said == "slower":
+        return f"{1 / ratio:.2f}x slower than {against}"
+    return f"as fast as {against} within the timing noise ({ratio:.2f}x)"
+
+
 def fmt_timing(ms: float | None, iqr: float | None = None, short: bool = False, unit: str = "ms") -> str:
     """'0.412 ms ± 0.010 (IQR)' (short: '0.412 ± 0.010', for a table headed with its unit): the median with
     its spread, both to the median's precision, in `unit` ('ms' or 'us'; the values are given in ms)."""

@@ -18,6 +18,7 @@ from workbench.models.onnx_file import (
     check_supported_ops,
     convert,
     fmt_shape,
+    fold,
     onnx_path,
     onnx_signature,
     read_onnx,
@@ -49,6 +50,7 @@ class LoadedModel:
     input_name: str
     input_shape: tuple[int, ...]
     dtype: str
+    note: str = ""  # what was done to the model to make it tunable (an ONNX model folded for its input shape)
 
 
 # --------------------------------------------------------------------------------------------
@@ -150,13 +152,25 @@ def _load_saved(path: str, input_shape: Shape | None) -> LoadedModel:
 
 
 def _load_onnx(path: Path, input_shape: Shape | None) -> LoadedModel:
+    """Convert the model as it is; where its shapes are computed from the input's (a Reshape whose shape comes from
+    Shape -> Gather -> ...), which TVM's frontend cannot take, fold it for the input shape first and say so."""
     model = read_onnx(path, load_external_data=True)
     check_supported_ops(model)
     name, shape, dtype = onnx_signature(model, path, input_shape)
-    mod = convert(model, name, shape, dtype)
+    try:
+        mod = convert(model, name, shape, dtype)
+        _check_static(mod, path.name)
+        note = ""
+    except SpecError as first:
+        model, note = fold(model, shape)
+        try:
+            mod = convert(model, name, shape, dtype)
+            _check_static(mod, path.name)
+        except SpecError as again:
+            raise SpecError("model", f"{again.message} (even after folding the model for input "
+                                     f"{fmt_shape(shape)}; before it: {first.message})") from None
     param = _main_input(mod, path.name)
-    _check_static(mod, path.name)
-    return LoadedModel(path.stem, mod, param.name, shape, dtype)
+    return LoadedModel(path.stem, mod, param.name, shape, dtype, note)
 
 
 # --------------------------------------------------------------------------------------------

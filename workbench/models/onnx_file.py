@@ -4,6 +4,8 @@
 """
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import warnings
 from pathlib import Path
@@ -193,8 +195,9 @@ def convert(model: onnx.ModelProto, name: str, shape: Shape, dtype: str) -> tvm.
     from tvm.relax.frontend.onnx import from_onnx
 
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # renaming and checker warnings from the frontend
+        # the frontend's renaming and checker warnings, and the failing operator it prints (the error says it)
+        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+            warnings.simplefilter("ignore")
             mod = from_onnx(model, shape_dict={name: list(shape)}, dtype_dict={name: dtype})
     except tvm.error.OpNotImplemented as exc:
         ops = str(exc).rsplit(":", 1)[-1]
@@ -208,6 +211,42 @@ def convert(model: onnx.ModelProto, name: str, shape: Shape, dtype: str) -> tvm.
         ) from None
     passes = [relax.transform.DecomposeOpsForInference(), relax.transform.CanonicalizeBindings()]
     return tvm.transform.Sequential(passes)(mod)
+
+
+def fold(model: onnx.ModelProto, shape: Shape) -> tuple[onnx.ModelProto, str]:
+    """`model` with its input fixed to `shape`, its shapes inferred (onnx) and its constant subgraphs folded
+    (onnxruntime's basic graph optimizations), so that shapes computed from the input's (Shape -> ... -> Reshape)
+    become constants TVM's frontend takes; and the note saying so. SpecError naming `model` without onnxruntime."""
+    import tempfile
+
+    onnx = _import_onnx()
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        raise SpecError("model", "the model computes shapes from its input's, which TVM's frontend cannot take; pip "
+                                 "install onnxruntime lets the workbench fold them for the given input shape") from None
+    fixed = onnx.ModelProto()
+    fixed.CopyFrom(model)
+    dims = fixed.graph.input[0].type.tensor_type.shape.dim
+    for dim, size in zip(dims, shape):
+        dim.ClearField("dim_param")
+        dim.dim_value = int(size)
+    fixed = onnx.shape_inference.infer_shapes(fixed)
+    with tempfile.TemporaryDirectory(prefix="wb-fold-") as tmp:
+        src, dst = os.path.join(tmp, "in.onnx"), os.path.join(tmp, "folded.onnx")
+        onnx.save(fixed, src)
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+        options.optimized_model_filepath = dst
+        try:
+            ort.InferenceSession(src, options, providers=["CPUExecutionProvider"])
+        except Exception as exc:  # noqa: BLE001 - onnxruntime's own refusal, as one line naming the model
+            raise SpecError("model", f"onnxruntime could not fold the model for input {fmt_shape(shape)}: "
+                                     f"{_short(exc)}") from None
+        folded = onnx.load(dst)
+    note = (f"folded for input {'x'.join(map(str, shape))}: {len(model.graph.node)} nodes to "
+            f"{len(folded.graph.node)} (onnx shape inference, onnxruntime constant folding)")
+    return folded, note
 
 
 def _failing_onnx_op(exc: BaseException) -> str | None:

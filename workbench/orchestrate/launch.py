@@ -15,6 +15,7 @@ from workbench.options import EngineOptions
 from workbench.plan.budget import cost_model_note, plan_budget
 from workbench.plan.plan import Plan, PlannedTask
 from workbench.plan.tasks import extract_tasks, plan_shards, raised_shards, task_info
+from workbench.results import baseline
 from workbench.results.finish import repair_databases
 from workbench.runs import store
 from workbench.runs.control import start_supervisor
@@ -108,12 +109,19 @@ def plan_run(spec: TuneSpec, hw: Hardware | None = None, options: EngineOptions 
                          defaults=[by_name[n] for n in budget.default])
     tuned = set(budget.tuned)
     notes = [] if spec.tracker else slice_notes(spec.slices, spec.sweep_slices, kind, tspec.num_cores)
+    notes += [model.note] if model.note else []
+    chosen, no_baseline = baseline.choose(spec.model, kind)
+    if kind != "cuda":
+        notes.append("on a CPU, TVM's untuned build is a naive loop nest, so a speedup over it means little: "
+                     + (f"the tuned model is compared with {chosen.label} first" if chosen else no_baseline))
+    elif no_baseline:
+        notes.append(no_baseline)
     cost_note = cost_model_note(spec, [s.trials for s in shards])
     notes += [cost_note] if cost_note else []
     return Plan(target=tspec, tasks=tuple(PlannedTask.of(t, t.name in tuned) for t in tasks), budget=budget,
                 shards=tuple(shards), options=options.resolved(kind), gpus=tuple(gpus),
                 input_shape=tuple(model.input_shape), dtype=model.dtype, notes=tuple(notes),
-                tracker_servers=servers or None)
+                tracker_servers=servers or None, baseline=chosen.to_dict() if chosen else None)
 
 
 def tune(spec: TuneSpec | None = None, *, home: str | None = None, runner: str | None = None,

@@ -322,7 +322,8 @@ class Supervisor:
         if self.finishing:
             repair_databases(self.run_dir)  # a client stopped mid-write leaves at most one torn record
         finish_stage(self.run_dir, self.spec, self.target, tuned_at, shards, self.events, self._phase, self._host(),
-                     self.env, self.plan.trials, early=self.finishing)
+                     self.env, self.plan.trials, early=self.finishing,
+                     baseline=dict(self.plan.baseline) if self.plan.baseline else None)
 
     def _cleanup(self) -> None:
         self.launcher.close()  # a cluster's clients all at once, then its client and LocalCluster

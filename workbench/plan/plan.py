@@ -59,6 +59,7 @@ class Plan:
     dtype: str = "float32"
     notes: tuple[str, ...] = ()
     tracker_servers: Mapping[str, Any] | None = None  # what a `--tracker` run's servers said of themselves
+    baseline: Mapping[str, Any] | None = None  # what the user would run instead (`results.baseline.Baseline`)
 
     @property
     def trials(self) -> int:
@@ -78,7 +79,8 @@ class Plan:
                 "budget": self.budget.to_dict(), "shards": [s.to_dict() for s in self.shards],
                 **self.options.to_dict(), "gpus": list(self.gpus), "input_shape": list(self.input_shape),
                 "dtype": self.dtype, "notes": list(self.notes),
-                **({"tracker_servers": dict(self.tracker_servers)} if self.tracker_servers else {})}
+                **({"tracker_servers": dict(self.tracker_servers)} if self.tracker_servers else {}),
+                **({"baseline": dict(self.baseline)} if self.baseline else {})}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Plan:
@@ -89,4 +91,5 @@ class Plan:
                    shards=tuple(Shard.from_dict(s) for s in d.get("shards") or ()),
                    options=options, gpus=tuple(int(g) for g in d.get("gpus") or ()),
                    input_shape=tuple(int(x) for x in d.get("input_shape") or ()), dtype=str(d.get("dtype", "float32")),
-                   notes=tuple(str(n) for n in d.get("notes") or ()), tracker_servers=d.get("tracker_servers") or None)
+                   notes=tuple(str(n) for n in d.get("notes") or ()), tracker_servers=d.get("tracker_servers") or None,
+                   baseline=d.get("baseline") or None)

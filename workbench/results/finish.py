@@ -54,9 +54,26 @@ def stage_verdict(tuned: dict, untuned: dict, uses_tuned_records: bool) -> tuple
     return said, "untuned" if said == "slower" else "tuned"
 
 
+def versus_baseline(model: dict, timed: dict | None, baseline: dict | None) -> dict:
+    """The stage's model (the build it kept) against the baseline: `baseline` (its label), `baseline_ms` and
+    `baseline_iqr_ms`, `vs_baseline` (the baseline's time over the model's: above 1, the model is faster) and
+    `vs_baseline_verdict` by the paired test ('faster', 'slower', 'within noise'); or `baseline_note` saying why
+    there is none."""
+    if not baseline:
+        return {"baseline": None, "baseline_note": "no baseline chosen for this model (the plan says why)"}
+    if timed is None or "error" in timed or "latency_ms" not in timed:
+        why = (timed or {}).get("error", "it was not timed")
+        return {"baseline": baseline["label"], "baseline_ms": None, "baseline_note": why}
+    said = paired_verdict(model["latency_ms"], timed["latency_ms"]).verdict if model.get("interleaved") else None
+    return {"baseline": baseline["label"], "baseline_ms": timed["latency_ms_median"],
+            "baseline_iqr_ms": timed["latency_ms_iqr"], "vs_baseline": timed["latency_ms_median"] /
+            model["latency_ms_median"], "vs_baseline_verdict": said or "within noise",
+            "baseline_match": timed.get("match"), "baseline_note": timed.get("match_note", "")}
+
+
 def finish_stage(run_dir: str, spec: TuneSpec, target: TargetSpec, tuned_at: int, shards: list[Shard],
                  events: EventWriter, phase, host: SliceHost | None, env: dict[str, str],
-                 trials_asked: int, early: bool = False) -> dict:
+                 trials_asked: int, early: bool = False, baseline: dict | None = None) -> dict:
     """Merge, floor, compile, verify and time one stage; returns its results row (also in results.json).
 
     `phase(name)` announces each step (and raises when the run was asked to stop)."""
@@ -93,22 +110,26 @@ def finish_stage(run_dir: str, spec: TuneSpec, target: TargetSpec, tuned_at: int
     phase("verifying", tuned_at=tuned_at)
     libs = {"tuned": tuned, "untuned": untuned_path} if kept_tuned else {"untuned": untuned_path}
     rows = infer_at(run_dir, tuned_at, libs, model, target, host, env, reference=untuned_path,
-                    tracker=parse_tracker(spec.tracker) if spec.tracker else None, interleave=True)
+                    tracker=parse_tracker(spec.tracker) if spec.tracker else None, interleave=True,
+                    baseline=baseline)
     by = {r["name"]: r for r in rows}
     u = by["untuned"]
     t = by.get("tuned", u)  # no tuned schedule: one binary, timed once
+    b = by.get("baseline")
     events.emit(Verified(tuned_at=tuned_at, match=t.get("match"), max_abs_err=t.get("max_abs_err"),
                          rel_err=t.get("rel_err"), finite=t.get("finite"), input=t.get("input", ""),
                          output_range=t.get("output_range", []), match_note=t.get("match_note", "")))
     said, kept = stage_verdict(t, u, bool(kept_tuned))
-    busy = max((r["busy_cores"] for r in (t, u) if r.get("busy_cores") is not None), default=None)
+    busy = max((r["busy_cores"] for r in (t, u, b or {}) if r.get("busy_cores") is not None), default=None)
+    against = versus_baseline(u if kept == "untuned" else t, b, baseline)
     if said == "slower":  # never ship a model slower than the default build: the stage keeps the untuned one
         store.write_atomic(tuned, lambda tmp: shutil.copyfile(untuned_path, tmp))
     events.emit(Timed(tuned_at=tuned_at, tuned_ms=t["latency_ms_median"], tuned_iqr_ms=t["latency_ms_iqr"],
                       untuned_ms=u["latency_ms_median"], untuned_iqr_ms=u["latency_ms_iqr"],
                       speedup=u["latency_ms_median"] / t["latency_ms_median"], verdict=said, kept=kept,
                       sm_count=t.get("sm_count"), records=merged.records, tuned_repeats=t.get("repeats"),
-                      untuned_repeats=u.get("repeats"), busy_cores=busy, server=t.get("server") or ""))
+                      untuned_repeats=u.get("repeats"), busy_cores=busy, server=t.get("server") or "",
+                      **against))
     row = {"tuned_at": tuned_at, "model": spec.model, "target": target.kind,
            "tuned_ms": t["latency_ms_median"], "tuned_iqr_ms": t["latency_ms_iqr"],
            "untuned_ms": u["latency_ms_median"], "untuned_iqr_ms": u["latency_ms_iqr"],
@@ -117,7 +138,7 @@ def finish_stage(run_dir: str, spec: TuneSpec, target: TargetSpec, tuned_at: int
            "records": merged.records, "busy_cores": busy, "timed_on": t.get("server") or "this host",
            "trials_measured": merged.records, "trials_asked": trials_asked, "finished_early": early,
            "tasks_tuned": sum(c.best_us is not None for c in choices), "kept_default": len(kept_default),
-           "tasks_total": len(choices),
+           "tasks_total": len(choices), **against,
            "library": tuned}
     results = [r for r in folder.read_results() if r.get("tuned_at") != tuned_at]
     folder.write(store.RESULTS_FILE, results + [row])

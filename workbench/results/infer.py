@@ -14,16 +14,20 @@ average while a library was timed (`noise.CpuWatch`).
 """
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
 import sys
 import time
+from collections.abc import Callable
 
 import numpy as np
 
 from workbench.noise import PAIRED_LEAST_ROUNDS, CpuWatch
 from workbench.procs import die_with_parent
+from workbench.results import baseline
+from workbench.results.baseline import Baseline
 from workbench.servers.pool import request_session
 
 
@@ -127,14 +131,13 @@ def time_vm(vm, dev, x, repeat: int, min_repeat_ms: int, remote: bool = False) -
     return [float(r) * 1e3 for r in evaluator(x).results]
 
 
-def time_interleaved(vms: dict, dev, x, rounds: int, min_repeat_ms: int,
-                     remote: bool = False) -> dict[str, list[float]]:
-    """Each library timed once per round, in turn (A, B, A, B ...): drift on a busy machine hits all of them alike,
-    so their round-by-round ratios are what `noise.paired_verdict` reads. Per-library lists of ms, round by round."""
-    out: dict[str, list[float]] = {name: [] for name in vms}
+def time_interleaved(timers: dict[str, Callable[[], float]], rounds: int) -> dict[str, list[float]]:
+    """Each model timed once per round, in turn (A, B, A, B ...): drift on a busy machine hits all of them alike, so
+    their round-by-round ratios are what `noise.paired_verdict` reads. `timers`: one measurement each, in ms."""
+    out: dict[str, list[float]] = {name: [] for name in timers}
     for _ in range(rounds):
-        for name, vm in vms.items():
-            out[name] += time_vm(vm, dev, x, 1, min_repeat_ms, remote)
+        for name, measure in timers.items():
+            out[name].append(measure())
     return out
 
 
@@ -164,8 +167,10 @@ def run(job: dict) -> list[dict]:
             if varies(ref_out):
                 break
     out = []
-    interleave = bool(job.get("interleave")) and len(job["libs"]) > 1
-    vms: dict = {}
+    min_repeat_ms = job.get("min_repeat_ms", 50)
+    wanted = Baseline.from_dict(job["baseline"]) if job.get("baseline") else None
+    interleave = bool(job.get("interleave")) and len(job["libs"]) + (wanted is not None) > 1
+    timers: dict[str, Callable[[], float]] = {}
     slowest_ms = 0.0
     for name, path in job["libs"].items():
         if path == reference:  # already loaded and run once
@@ -181,9 +186,8 @@ def run(job: dict) -> list[dict]:
                 result["match"] = None
                 result["match_note"] = (f"inconclusive: the reference's outputs are constant or near zero "
                                         f"(range {output_range(ref_out)}) for every input tried")
-        min_repeat_ms = job.get("min_repeat_ms", 50)
         if interleave:  # timed below, all together
-            vms[name] = vm
+            timers[name] = functools.partial(lambda v: time_vm(v, dev, x, 1, min_repeat_ms, over_rpc)[0], vm)
             slowest_ms = max(slowest_ms, one_ms)
             out.append(result)
             continue
@@ -193,19 +197,49 @@ def run(job: dict) -> list[dict]:
         _summarise(result, ms_list, repeat, None if over_rpc else watch.others_cores, watch.seconds)
         out.append(result)
         print(json.dumps(result), flush=True)
+    if wanted is not None and interleave:
+        row = _baseline_row(wanted, x.numpy(), job["device"], ref_out, over_rpc, info, kind, min_repeat_ms)
+        out.append(row)
+        if "error" not in row:
+            timers["baseline"] = row.pop("_timer")
+            slowest_ms = max(slowest_ms, row.pop("_one_ms"))
     if interleave:
-        min_repeat_ms = job.get("min_repeat_ms", 50)
         # the time budget is per library, as when each is timed alone
         rounds = repeats_for(slowest_ms, job.get("repeat", 15), min_repeat_ms, job.get("time_budget_s", 10.0),
                              least=PAIRED_LEAST_ROUNDS)
         rounds = max(rounds, PAIRED_LEAST_ROUNDS)
         with CpuWatch() as watch:
-            timed = time_interleaved(vms, dev, x, rounds, min_repeat_ms, over_rpc)
+            timed = time_interleaved(timers, rounds)
         for result in out:
-            _summarise(result, timed[result["name"]], rounds, None if over_rpc else watch.others_cores, watch.seconds,
-                       interleaved=True)
+            if result["name"] in timed:
+                _summarise(result, timed[result["name"]], rounds, None if over_rpc else watch.others_cores,
+                           watch.seconds, interleaved=True)
             print(json.dumps(result), flush=True)
     return out
+
+
+def _baseline_row(wanted: Baseline, x: np.ndarray, device: str, ref_out: np.ndarray | None, over_rpc: bool,
+                  info: dict, kind: str, min_repeat_ms: float) -> dict:
+    """The baseline's result row, with its timer (`_timer`, `_one_ms`) where it runs; else an `error` saying why."""
+    row = {"name": "baseline", **info, "label": wanted.label, "input": kind}
+    if over_rpc:
+        return {**row, "error": "not timed: the models were timed on a tracker's server, where the baseline does not "
+                                "run"}
+    try:
+        call = baseline.build(wanted, x, device)
+        t0 = time.perf_counter()
+        y = call()  # the first call also warms it up
+        one_ms = (time.perf_counter() - t0) * 1e3
+        call()
+    except Exception as err:  # noqa: BLE001 - a baseline that cannot run is reported, the run goes on
+        return {**row, "error": f"{type(err).__name__}: {str(err).strip().splitlines()[0][:300] if str(err) else ''}"}
+    row.update(output_range=output_range(y), finite=bool(np.isfinite(y).all()))
+    if ref_out is not None and wanted.compare_outputs and y.shape == ref_out.shape:
+        row.update(compare(y, ref_out))
+    elif not wanted.compare_outputs:
+        row.update(match=None, match_note="a twin of the model (same layers and sizes, other weights): its outputs "
+                                          "are not compared")
+    return {**row, "_timer": baseline.timer(call, min_repeat_ms), "_one_ms": one_ms}
 
 
 def _summarise(result: dict, ms_list: list[float], repeats: int, busy: float | None, seconds: float,

@@ -10,7 +10,7 @@ import pandas as pd
 
 from workbench.hardware import TargetSpec, detect
 from workbench.mps import start_daemons
-from workbench.procs import ManagedProcess, ProcessError, python_argv, tail
+from workbench.procs import ManagedProcess, ProcessError, python_argv, tail, with_torch
 from workbench.runs import store
 from workbench.runs.event_types import Error, MpsStatus, SweepFinished, SweepPoint, SweepStarted
 from workbench.runs.events import EventWriter
@@ -41,12 +41,14 @@ def _wait(proc: ManagedProcess, timeout: float, should_stop: Callable[[], bool])
 def infer_at(run_dir: str, percent: int, libs: dict[str, str], model, target: TargetSpec,
              host: SliceHost | None, env: dict[str, str], reference: str | None = None,
              timeout: float = INFER_TIMEOUT_S, should_stop: Callable[[], bool] = lambda: False,
-             tracker: tuple[str, int, str] | None = None, interleave: bool = False) -> list[dict]:
+             tracker: tuple[str, int, str] | None = None, interleave: bool = False,
+             baseline: dict | None = None) -> list[dict]:
     """Run `workbench.results.infer` under slice `percent` of `host` (its first GPU's daemon and the run's
     pinned-memory limit, as its servers had them; None: this process's cores, no MPS) on `libs`; return
     one result dict per library. With `tracker` (HOST, PORT, KEY) the worker times them on a server under that
     key instead, at the slice that server has (`percent` is then only the stage's name). `interleave`: time the
-    libraries in turn, round by round, for a paired comparison (`noise.paired_verdict`).
+    libraries in turn, round by round, for a paired comparison (`noise.paired_verdict`); `baseline`: a
+    `results.baseline.Baseline` (as a dict) to time among them, in a process that may import torch.
 
     The worker dies with its caller (Linux) and is stopped as soon as `should_stop()` (Interrupted)."""
     folder = os.path.join(run_dir, "infer")
@@ -59,12 +61,13 @@ def infer_at(run_dir: str, percent: int, libs: dict[str, str], model, target: Ta
            "dtype": model.dtype, "slice_percent": percent, "out": out,
            "min_repeat_ms": 20 if target.kind == "cuda" else 50, "parent_pid": os.getpid(),
            "rpc": list(tracker) if tracker else None, "server": server_name(tracker) if tracker else None,
-           "interleave": interleave}
+           "interleave": interleave, "baseline": baseline}
     job_path = os.path.join(folder, f"job-{tag}.json")
     with open(job_path, "w") as f:
         json.dump(job, f)
     if os.path.exists(out):
         os.remove(out)
+    env = with_torch(env) if baseline and baseline.get("kind") == "torch" else env
     proc = ManagedProcess(f"infer-{percent}", python_argv("workbench.results.infer", job_path), {**env, **binding.env},
                           store.RunDir(run_dir).log(f"infer-{tag}"), cpu_affinity=binding.cores or None)
     proc.start()

@@ -346,6 +346,13 @@ class Timed(SliceEvent):
     untuned_repeats: int | None = None
     busy_cores: float | None = None
     server: str = ""
+    baseline: str | None = None  # what the user would run instead, as people read it; None: no baseline
+    baseline_ms: float | None = None
+    baseline_iqr_ms: float | None = None
+    vs_baseline: float | None = None  # the baseline's time over the kept model's (above 1: the model is faster)
+    vs_baseline_verdict: str | None = None  # faster, slower or within noise (the paired test)
+    baseline_match: bool | None = None
+    baseline_note: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)

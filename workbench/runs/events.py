@@ -14,7 +14,7 @@ import os
 import time
 from typing import Any
 
-from workbench.noise import NO_TUNED_SCHEDULE, busy_warning, fmt_timing, is_busy
+from workbench.noise import NO_TUNED_SCHEDULE, busy_warning, fmt_timing, is_busy, versus
 from workbench.runs.event_types import (
     KINDS,
     Batch,
@@ -206,6 +206,25 @@ def since_last_raise(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 # -- the line a person reads ---------------------------------------------------------------------------
 
+def timed_line(e: Timed, at: str = "") -> str:
+    """A stage's timing: the model it kept, against the baseline first, then against TVM's untuned build."""
+    kept_ms, kept_iqr = (e.untuned_ms, e.untuned_iqr_ms) if e.kept == "untuned" else (e.tuned_ms, e.tuned_iqr_ms)
+    line = f"{at}model {fmt_timing(kept_ms, kept_iqr)}"
+    if e.baseline_ms is not None:
+        line += f": {versus(e.vs_baseline, e.vs_baseline_verdict, e.baseline)} ({fmt_timing(e.baseline_ms)})"
+    elif e.baseline:
+        line += f": {e.baseline} not timed ({e.baseline_note})"
+    if e.verdict == NO_TUNED_SCHEDULE:
+        line += "; no tuned schedule beat the defaults, so the model is TVM's untuned build"
+    elif e.verdict == "slower":
+        line += (f"; TVM's tuned build ({fmt_timing(e.tuned_ms)}) timed slower than its untuned one, so the untuned "
+                 "build is kept")
+    else:
+        line += f"; {versus(e.speedup, e.verdict, 'TVM untuned')} ({fmt_timing(e.untuned_ms)})"
+    line += f", on the server under {e.server}" if e.server else ""
+    return line + (f"; {busy_warning(e.busy_cores)}" if is_busy(e.busy_cores) else "")
+
+
 def describe(e: Event) -> str:
     """One line for a person: the CLI's progress lines, the panel's status and error list (failures are worded
     here only), the bench."""
@@ -275,18 +294,7 @@ def describe(e: Event) -> str:
                 return f"{at}outputs not compared: {e.match_note}"
             return f"{at}outputs match untuned build: {e.match} (max abs err {err}{span})"
         case Timed():
-            line = (f"{at}latency {fmt_timing(e.tuned_ms, e.tuned_iqr_ms)} tuned vs "
-                    f"{fmt_timing(e.untuned_ms, e.untuned_iqr_ms)} untuned ({e.speedup:.2f}x)"
-                    + (f", on the server under {e.server}" if e.server else ""))
-            if e.verdict == NO_TUNED_SCHEDULE:
-                line = (f"{at}latency {fmt_timing(e.untuned_ms, e.untuned_iqr_ms)}: no tuned schedule beat the "
-                        "defaults, so the model is the untuned build"
-                        + (f", on the server under {e.server}" if e.server else ""))
-            elif e.verdict == "slower":
-                line += ": the tuned build is slower, so the untuned build is kept"
-            elif e.verdict == "within noise":
-                line += ": within noise"
-            return line + (f"; {busy_warning(e.busy_cores)}" if is_busy(e.busy_cores) else "")
+            return timed_line(e, at)
         case SweepPoint():
             stands = [p for p in e.stands_for if p != e.inferred_at]
             also = f" (stands for {', '.join(map(str, e.stands_for))}%: the same cores)" if stands else ""

@@ -17,6 +17,9 @@ from workbench.units import time_unit
 RESULT_HEADERS: dict[str, str] = {
     "tuned_at": "tuned at (%)",
     "tuned_ms": "latency (median ± IQR)",
+    "vs_baseline": "vs baseline",
+    "baseline": "baseline",
+    "baseline_ms": "baseline latency (median ± IQR)",
     "untuned_ms": "untuned latency (median ± IQR)",
     "speedup": "speedup vs untuned",
     "verdict": "verdict",
@@ -29,7 +32,7 @@ RESULT_HEADERS: dict[str, str] = {
     "busy_cores": "other processes' cores while timing",
     "timed_on": "timed on",  # shown only for a run whose stages were timed on a tracker's server
 }
-SPREAD = {"tuned_ms": "tuned_iqr_ms", "untuned_ms": "untuned_iqr_ms"}  # latency column -> its IQR column
+SPREAD = {"tuned_ms": "tuned_iqr_ms", "untuned_ms": "untuned_iqr_ms", "baseline_ms": "baseline_iqr_ms"}  # and IQR
 
 
 def events_table(events: list[dict[str, Any]]) -> pd.DataFrame:
@@ -45,6 +48,14 @@ def events_table(events: list[dict[str, Any]]) -> pd.DataFrame:
     return df
 
 
+def _versus(ratio: Any, said: Any) -> str:
+    """'1.23x faster', '1.23x slower', 'within noise' or '-': the model against the baseline."""
+    if ratio is None or ratio != ratio or ratio <= 0:
+        return "-"
+    return f"{ratio:.2f}x faster" if said == "faster" else f"{1 / ratio:.2f}x slower" if said == "slower" else \
+        f"within noise ({ratio:.2f}x)"
+
+
 def _match(value: Any) -> str:
     return "yes" if value is True else "no" if value is False else "inconclusive"
 
@@ -57,6 +68,11 @@ def results_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
     out = df[cols].copy()
     if "match" in out:
         out["match"] = [_match(v) for v in out["match"].tolist()]
+    if "vs_baseline" in out:
+        said = df["vs_baseline_verdict"] if "vs_baseline_verdict" in df else [None] * len(df)
+        out["vs_baseline"] = [_versus(r, v) for r, v in zip(df["vs_baseline"], said)]
+    if "baseline" in out:
+        out["baseline"] = [b if isinstance(b, str) else "none" for b in out["baseline"]]
     unit = time_unit([v * 1e3 for col in SPREAD if col in df for v in df[col] if v is not None])  # one for all
     for col, iqr in SPREAD.items():
         if col in out:

@@ -1,0 +1,153 @@
+"""The baseline: what the user would run without the workbench, timed beside the tuned and untuned builds.
+
+- A PyTorch model: PyTorch eager, running the ExportedProgram saved when it came in, with the TF32 settings the user
+  had then (PyTorch's defaults: TF32 for cuDNN convolutions, not for matmuls), stated in its label.
+- An ONNX model: onnxruntime (its CPU provider; the CUDA provider for a CUDA run where it is installed).
+- A sample model: its PyTorch twin (`sample_models.torch_twins`: the same layers at the same sizes), in eager.
+
+The launcher chooses it (`choose`) and records it in the plan; the timing process builds it (`build`) and times it
+interleaved with the two builds under the same slice. Where none can run, the plan says why.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from workbench.models import torch_module
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """What the timing process runs as the baseline (JSON in the plan and in the timing job)."""
+
+    kind: str  # "torch" | "onnxruntime"
+    label: str  # as people read it: "PyTorch eager fp32 (TF32 off)"
+    path: str = ""  # the ExportedProgram (.pt2) or the .onnx file
+    twin: str = ""  # a sample model's key, for its PyTorch twin
+    variant: str = "full"
+    tf32_matmul: bool = False  # TF32 for matmuls, as the user had it (a CUDA run; PyTorch's default: off)
+    tf32_conv: bool = False  # TF32 for cuDNN convolutions, as the user had it (a CUDA run; PyTorch's default: on)
+    compare_outputs: bool = True  # a twin has other weights: its outputs say nothing
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Baseline:
+        return cls(**d)
+
+
+def choose(model: str, target_kind: str) -> tuple[Baseline | None, str]:
+    """The baseline for `model` (a sample name, an .onnx path or a saved PyTorch model) on `target_kind`, or None,
+    and a note for the plan saying what it is, or why there is none."""
+    import sample_models
+
+    torch_here = importlib.util.find_spec("torch") is not None
+    matmul, conv = _user_tf32() if target_kind == "cuda" else (False, False)
+    tf32 = dict(tf32_matmul=matmul, tf32_conv=conv)
+    precision = "fp32"
+    if target_kind == "cuda":
+        precision += (" (TF32 on)" if matmul and conv else " (TF32 off)" if not (matmul or conv)
+                      else f" (TF32 for {'matmuls' if matmul else 'convolutions'} only)")
+    if model.endswith(torch_module.SUFFIX):
+        pt2 = torch_module.exported_program_path(model)
+        if pt2 and torch_here:
+            return Baseline("torch", f"PyTorch eager {precision}", path=pt2, **tf32), ""
+        return None, "no baseline: the PyTorch model's exported program or torch is missing"
+    if model.endswith(".onnx"):
+        if importlib.util.find_spec("onnxruntime") is None:
+            return None, "no baseline: onnxruntime is not installed (pip install onnxruntime) to time the ONNX model"
+        return Baseline("onnxruntime", f"onnxruntime {_ort_version()} ({_ort_provider(target_kind)})",
+                        path=os.path.abspath(model)), ""
+    key, small = (model[:-len("-small")], True) if model.endswith("-small") else (model, False)
+    if key in sample_models.MODELS:
+        if not torch_here:
+            return None, ("no baseline: the sample models' PyTorch twins need torch (pip install -e '.[torch]'); "
+                          "without it the results compare with TVM's untuned build only")
+        return Baseline("torch", f"PyTorch eager {precision} (a PyTorch twin of {model})", twin=key,
+                        variant="small" if small else "full", compare_outputs=False, **tf32), ""
+    return None, f"no baseline for {model}"
+
+
+def build(baseline: Baseline, x: Any, device_kind: str) -> Callable[[], Any]:
+    """A call of the baseline on input `x` (numpy) returning its outputs as one flat numpy array; it runs in this
+    process, on its cores (a slice's) and its device."""
+    import numpy as np
+
+    threads = len(os.sched_getaffinity(0))
+    if baseline.kind == "onnxruntime":
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        providers = [_ort_provider(device_kind)]
+        session = ort.InferenceSession(baseline.path, options, providers=providers)
+        feed = {session.get_inputs()[0].name: x}
+        return lambda: np.concatenate([np.asarray(o).ravel() for o in session.run(None, feed)])
+    import torch
+
+    torch.set_num_threads(threads)
+    torch.backends.cuda.matmul.allow_tf32 = baseline.tf32_matmul
+    torch.backends.cudnn.allow_tf32 = baseline.tf32_conv
+    device = "cuda" if device_kind == "cuda" else "cpu"
+    if baseline.twin:
+        from sample_models.torch_twins import twin
+
+        module = twin(baseline.twin, baseline.variant)
+    else:
+        module = torch.export.load(baseline.path).module()
+    module = module.to(device)
+    tensor = torch.from_numpy(np.ascontiguousarray(x)).to(device)
+
+    def call() -> Any:
+        with torch.no_grad():
+            out = module(tensor)
+        outs = out if isinstance(out, (tuple, list)) else (out,)
+        return np.concatenate([o.detach().cpu().numpy().ravel() for o in outs])  # .cpu() waits for the device
+
+    return call
+
+
+def timer(call: Callable[[], Any], min_repeat_ms: float) -> Callable[[], float]:
+    """One measurement as TVM's time_evaluator makes them: calls repeated until `min_repeat_ms` have passed, their
+    mean in ms (every call waits for its outputs on the host)."""
+    import time
+
+    def measure() -> float:
+        n, t0 = 0, time.perf_counter()
+        while True:
+            call()
+            n += 1
+            elapsed = (time.perf_counter() - t0) * 1e3
+            if elapsed >= min_repeat_ms:
+                return elapsed / n
+
+    return measure
+
+
+def _user_tf32() -> tuple[bool, bool]:
+    """TF32 for (matmuls, convolutions) as this process's PyTorch has it: what the user set in the notebook, or
+    PyTorch's defaults (off for matmuls, on for convolutions) where torch is not loaded here."""
+    import sys
+
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return False, True
+    return bool(torch.backends.cuda.matmul.allow_tf32), bool(torch.backends.cudnn.allow_tf32)
+
+
+def _ort_version() -> str:
+    from importlib.metadata import version
+
+    return version("onnxruntime")
+
+
+def _ort_provider(device_kind: str) -> str:
+    import onnxruntime as ort
+
+    if device_kind == "cuda" and "CUDAExecutionProvider" in ort.get_available_providers():
+        return "CUDAExecutionProvider"
+    return "CPUExecutionProvider"
