@@ -67,7 +67,8 @@ def infer_at(run_dir: str, percent: int, libs: dict[str, str], model, target: Ta
         json.dump(job, f)
     if os.path.exists(out):
         os.remove(out)
-    env = with_torch(env) if baseline and baseline.get("kind") == "torch" else env
+    if baseline and baseline.get("kind") == "torch":  # its threads sleep between ops, as TVM's do: see baseline.py
+        env = {**with_torch(env), "OMP_WAIT_POLICY": env.get("OMP_WAIT_POLICY", "PASSIVE")}
     proc = ManagedProcess(f"infer-{percent}", python_argv("workbench.results.infer", job_path), {**env, **binding.env},
                           store.RunDir(run_dir).log(f"infer-{tag}"), cpu_affinity=binding.cores or None)
     proc.start()
