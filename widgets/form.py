@@ -23,6 +23,7 @@ import workbench as engine
 from workbench import COST_MODELS, DEFAULT_SWEEP, STRATEGIES, TARGETS, parse_slices
 
 ONNX = "__onnx__"
+TORCH = "torch:"  # a model dropdown value naming a torch.nn.Module or ExportedProgram in the notebook's namespace
 SPEC_FIELDS = ("model", "input_shape", "target", "slices", "servers", "shards", "trials", "trials_per_batch",
                "cost_model", "strategy", "cluster", "host")
 ERROR_FIELDS = (*SPEC_FIELDS, "sweep_slices")  # a SpecError.field shown at its own control (others: the general line)
@@ -97,7 +98,8 @@ def check_values(values: dict[str, Any], hw: engine.Hardware | None = None) -> d
         except (TypeError, ValueError) as err:
             errors.setdefault(name, str(err))
     model = values.get("model")
-    if "model" not in errors and isinstance(model, str) and model not in sample_models():
+    if "model" not in errors and isinstance(model, str) and model not in sample_models() \
+            and not model.startswith(TORCH):
         if not model.lower().endswith(".onnx"):
             errors["model"] = f"not a sample model; give an .onnx path or one of {', '.join(sample_models())}"
         elif not os.path.isfile(os.path.expanduser(model)):
@@ -140,10 +142,13 @@ def _row(label: str, control: W.Widget, *extra: W.Widget) -> W.HBox:
 class TuneForm:
     """The controls, their error lines and the values they add up to."""
 
-    def __init__(self, **values: Any) -> None:
+    def __init__(self, namespace: dict[str, Any] | None = None, **values: Any) -> None:
         d = engine.TuneSpec()
         models = sample_models()
-        options = [(f"{name}", name) for name in models] + [("ONNX file ...", ONNX)]
+        self.namespace = namespace if namespace is not None else {}
+        options = ([(f"{name}", name) for name in models] + [("ONNX file ...", ONNX)]
+                   + [(f"{name} (PyTorch {type(obj).__name__})", TORCH + name)
+                      for name, obj in self.torch_models().items()])
         self.controls: dict[str, W.Widget] = {
             "model": W.Dropdown(options=options, value=d.model if d.model in models else options[0][1],
                                 layout=W.Layout(width="260px")),
@@ -177,8 +182,8 @@ class TuneForm:
         self.slice_info = W.HTML()
         self.host_info = W.HTML()
         c, e = self.controls, self.errors_view
-        self.onnx_box = W.VBox([_row("ONNX path", c["onnx_path"]), _row("input shape", c["input_shape"])],
-                               layout=W.Layout(display="none"))
+        self.onnx_row = _row("ONNX path", c["onnx_path"])
+        self.onnx_box = W.VBox([self.onnx_row, _row("input shape", c["input_shape"])], layout=W.Layout(display="none"))
         self.widget = W.VBox([
             _row("model", c["model"], self.model_info), self.onnx_box, e["model"], e["input_shape"],
             _row("target", c["target"], self.target_info), e["target"],
@@ -200,6 +205,11 @@ class TuneForm:
         self.set(**values)
         self._describe()
 
+    def torch_models(self) -> dict[str, Any]:
+        """The namespace's torch.nn.Modules and ExportedPrograms, by name (none where torch is not loaded)."""
+        return {name: obj for name, obj in self.namespace.items()
+                if not name.startswith("_") and engine.is_torch_model(obj)}
+
     # -- values --------------------------------------------------------------------------------------
     def values(self) -> dict[str, Any]:
         """The TuneSpec fields the form currently says (input_shape only for ONNX models)."""
@@ -213,7 +223,7 @@ class TuneForm:
             "strategy": c["strategy"].value,
         }
         shape = c["input_shape"].value.strip()
-        if onnx and shape:
+        if (onnx or str(c["model"].value).startswith(TORCH)) and shape:
             out["input_shape"] = shape
         if c["cluster"].value.strip():
             out["cluster"] = c["cluster"].value.strip()
@@ -247,7 +257,7 @@ class TuneForm:
             raise TypeError(f"unknown field(s) {', '.join(unknown)}; the form has {', '.join(SPEC_FIELDS)}")
         for name, value in values.items():
             if name == "model":
-                if value in sample_models():
+                if value in sample_models() or str(value).startswith(TORCH):
                     c["model"].value = value
                 else:
                     c["model"].value = ONNX
@@ -318,9 +328,14 @@ class TuneForm:
     def _describe(self) -> None:
         c = self.controls
         onnx = c["model"].value == ONNX
-        self.onnx_box.layout.display = "" if onnx else "none"
+        torch_model = str(c["model"].value).startswith(TORCH)
+        self.onnx_box.layout.display = "" if onnx or torch_model else "none"
+        self.onnx_row.layout.display = "" if onnx else "none"
         if onnx:
             self.model_info.value = "<i>an ONNX model with one input; give its shape if it has dynamic dimensions</i>"
+        elif torch_model:
+            self.model_info.value = ("<i>a PyTorch model from this notebook, exported through torch.export when you "
+                                     "press Tune; give its input's shape (e.g. 1,3,224,224)</i>")
         else:
             m = sample_models()[c["model"].value]
             self.model_info.value = (f"<span style='font-size:90%'>{html.escape(m.description)} - input "

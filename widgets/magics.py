@@ -81,7 +81,8 @@ class WorkbenchMagics(Magics):
     def _panel(self, run: Any = None, **values: Any) -> Any:
         from .panel import Panel
 
-        panel = Panel(run, home=self.home, refresh_hz=self.refresh_hz, **values)
+        namespace = self.shell.user_ns if self.shell is not None else None
+        panel = Panel(run, home=self.home, refresh_hz=self.refresh_hz, namespace=namespace, **values)
         self.panels.append(panel)
         display(panel)
         panel.start()

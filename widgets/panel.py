@@ -30,7 +30,7 @@ from .tasks import TaskTable, top_tasks, trace_note, tuned_counts
 
 MAX_HZ = 4.0
 PERSIST_EVERY_S = 15.0
-BUTTONS = ("tune", "resume", "more", "stop", "finish", "sweep", "export")
+BUTTONS = ("tune", "resume", "more", "stop", "finish", "sweep", "export", "export_model")
 
 
 def _button(label: str, css: str, style: str = "", icon: str = "", tooltip: str = "") -> W.Button:
@@ -48,12 +48,13 @@ class Panel(ButtonActions, RunViews):
     """
 
     def __init__(self, run: engine.Run | str | None = None, *, home: str | None = None,
-                 refresh_hz: float = MAX_HZ, max_points: int = 300, **values: Any) -> None:
+                 refresh_hz: float = MAX_HZ, max_points: int = 300, namespace: dict[str, Any] | None = None,
+                 **values: Any) -> None:
         self.home = home
         self.max_points = max_points
         self.refresh_hz = refresh_hz
         self.run: engine.Run | None = None
-        self.form = TuneForm(**values)
+        self.form = TuneForm(namespace, **values)  # namespace: the notebook's, whose PyTorch models it offers
         self.controls: dict[str, W.Widget] = dict(self.form.controls)
         self.controls.update(
             tune=_button("Tune", "wb-tune", "primary", "play", "validate the form and start tuning in the background"),
@@ -66,6 +67,9 @@ class Panel(ButtonActions, RunViews):
             sweep=_button("Sweep latency", "wb-sweep", "", "line-chart",
                           "time the finished run's tuned models at each sweep slice"),
             export=_button("Export CSV", "wb-export", "", "download", "write the run's tables as CSV files"),
+            export_model=_button("Export model", "wb-export-model", "", "cube",
+                                 "write the run's fastest model (library, signature.json, load.py needing only TVM) "
+                                 "to the folder"),
         )
         self._status = W.HTML(value="<b>idle</b>: fill in the form and press Tune")
         self._status.add_class("wb-status")
@@ -98,7 +102,7 @@ class Panel(ButtonActions, RunViews):
         sweep_row = W.HBox([W.Label("sweep slices (%)", layout=W.Layout(width="120px")), c["sweep_slices"],
                             c["sweep"]], layout=W.Layout(align_items="center"))
         export_row = W.HBox([W.Label("export to", layout=W.Layout(width="120px")), c["csv_folder"], c["export"],
-                             self._export_msg], layout=W.Layout(align_items="center"))
+                             c["export_model"], self._export_msg], layout=W.Layout(align_items="center"))
         self.widget = W.VBox([
             W.HTML("<h3 style='margin:4px 0'>Tuning Workbench</h3>"),
             self.form_box, buttons, self.form.errors_view["general"], self._status, self._plan, self._servers,
@@ -123,6 +127,7 @@ class Panel(ButtonActions, RunViews):
         c["finish"].on_click(lambda _b: self._on_button(self.finish, self._finish_action))
         c["sweep"].on_click(lambda _b: self._on_button(self.sweep, self._sweep_action))
         c["export"].on_click(lambda _b: self._guard(self.export_csv))
+        c["export_model"].on_click(lambda _b: self._guard(self.export_model))
         self._closed = False
         registry.add(self)
         self._on_form_change()

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import dataclasses
 import functools
 import html
+import os
 import time
 from collections.abc import Callable, Coroutine
 from typing import Any
@@ -13,7 +15,7 @@ from typing import Any
 import workbench as engine
 from workbench import parse_slices
 
-from .form import ERROR_FIELDS
+from .form import ERROR_FIELDS, TORCH
 from .panel_views import RESUMABLE
 
 
@@ -62,6 +64,18 @@ class ButtonActions:
                                   f"{html.escape(folder)}</span>")
         return paths
 
+    def export_model(self, folder: str | None = None) -> str:
+        """Write the run's fastest compiled model (library, signature.json, load.py needing only TVM) into
+        `folder` (default: the export folder's `model/`); returns the folder."""
+        if self.run is None:
+            raise engine.SpecError("run", "no run to export yet")
+        base = self.controls["csv_folder"].value.strip() or "workbench-export"
+        model = self.run.model()
+        folder = model.export(folder or os.path.join(base, f"{self.run.id}-model"))
+        self._export_msg.value = (f"<span style='font-size:90%' class='wb-export-model-msg'>exported "
+                                  f"{html.escape(model.describe())} to {html.escape(folder)}</span>")
+        return folder
+
     def _checked_spec(self) -> engine.TuneSpec:
         try:
             return self.spec()
@@ -71,6 +85,13 @@ class ButtonActions:
 
     def _launch(self, spec: engine.TuneSpec) -> engine.Run:
         try:
+            if spec.model.startswith(TORCH):  # the notebook's module: exported here, once, then tuned as a file
+                name = spec.model[len(TORCH):]
+                module = self.form.torch_models().get(name)
+                if module is None:
+                    raise engine.SpecError("model", f"{name} is no longer a PyTorch model in the notebook")
+                fields = {k: v for k, v in dataclasses.asdict(spec).items() if k != "model"}
+                return engine.tune(home=self.home, model=module, model_name=name, **fields)
             return engine.tune(spec, home=self.home)
         except engine.SpecError as err:  # found while planning (e.g. an unreadable ONNX file)
             self.form.show_errors({err.field: err.message})  # fields without a control land on the general line

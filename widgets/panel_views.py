@@ -245,7 +245,8 @@ class RunViews:
         raised = self._raised_trials()
         for name, off in (("tune", tune_off), ("resume", not resumable or self._busy != ""),
                           ("more", raised is None or self._busy != ""), ("stop", stop_off),
-                          ("finish", finish_off), ("sweep", sweep_off), ("export", run is None)):
+                          ("finish", finish_off), ("sweep", sweep_off), ("export", run is None),
+                          ("export_model", run is None or not len(run.results))):
             if c[name].disabled != off:
                 c[name].disabled = off
         for name, shown in (("resume", resumable), ("more", raised is not None)):

@@ -11,7 +11,9 @@ first use, so `import workbench` stays light for the CLI and the magics, and nev
   (event kinds that mean something failed), `budget_line` and `time_line` (one-line summaries).
 - Results: `Recommendation`, `recommend_tuning_slice`, `slowdown_matrix`, `stands_for`, `busy_warning`;
   `NO_TUNED_SCHEDULE`, the verdict of a stage whose model uses no tuned record (it is the untuned build).
-- The host and the models: `detect_hardware`, `Hardware`, `list_models`, `ModelInfo`, `workbench_home`.
+- The host and the models: `detect_hardware`, `Hardware`, `list_models`, `ModelInfo`, `workbench_home`;
+  `is_torch_model` (a torch.nn.Module or ExportedProgram, which `tune(model=...)` takes).
+- The model out: `TunedModel` (`Run.model()`: a callable, `.export(folder)`).
 - Choices and formats: `COST_MODELS`, `STRATEGIES`, `TARGETS`, `DEFAULT_SWEEP`, `parse_slices`; `fmt_seconds`,
   `fmt_us`, `in_unit`, `time_unit` (times as people read them).
 """
@@ -55,6 +57,8 @@ _LAZY = {
     "stands_for": "workbench.results.recommend:stands_for", "busy_warning": "workbench.noise:busy_warning",
     "NO_TUNED_SCHEDULE": "workbench.noise:NO_TUNED_SCHEDULE",
     "add_tune_args": "workbench.cli.main:add_tune_args", "start_tune": "workbench.cli.main:start_tune",
+    "is_torch_model": "workbench.models.torch_module:is_torch_model",
+    "TunedModel": "workbench.runs.model:TunedModel",
 }
 
 __all__ = ["TuneSpec", "Slice", "SpecError", "Hardware", "detect_hardware", "ModelInfo", "list_models",

@@ -126,18 +126,19 @@ def plan_run(spec: TuneSpec, hw: Hardware | None = None, options: EngineOptions 
 
 def tune(spec: TuneSpec | None = None, *, home: str | None = None, runner: str | None = None,
          builder: str | None = None, sessions: str | None = None, first_round: str | None = None,
-         example_inputs: tuple | None = None, **fields) -> Run:
+         example_inputs: tuple | None = None, model_name: str | None = None, **fields) -> Run:
     """Validate and plan `spec` (or TuneSpec(**fields)), start its run in the background, return the Run.
 
     `model` (in `fields`) may be a torch.nn.Module, traced with `example_inputs` (or, without them, a random tensor of
-    `input_shape`), or an ExportedProgram: it is exported and converted here, once (`models.torch_module`).
+    `input_shape`), or an ExportedProgram: it is exported and converted here, once (`models.torch_module`), and
+    named `model_name` (default: its class's name).
     runner, builder, sessions, first_round: the EngineOptions (None: their defaults)."""
     if is_torch_model(fields.get("model")):
         model = fields.pop("model")
         inputs = example_inputs
         if inputs is None and not isinstance(model, _exported_program_type()):
             inputs = example_from_shape(fields.get("input_shape"))
-        fields["model"] = save_torch_model(model, inputs, home=home)
+        fields["model"] = save_torch_model(model, inputs, name=model_name, home=home)
         fields.pop("input_shape", None)  # the saved model's own
     spec = spec.replace(**fields) if spec is not None and fields else spec or TuneSpec(**fields)
     options = EngineOptions.given(runner=runner, builder=builder, sessions=sessions, first_round=first_round)
