@@ -6,6 +6,7 @@ import time
 import cloudpickle
 
 import workbench as wb
+from workbench.procs import child_env
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the build workers cannot import this test module
 
@@ -25,6 +26,7 @@ def test_a_straggler_is_dropped_and_the_pool_builds_on(tmp_path, monkeypatch, cp
     from workbench.tuning.builder.persistent import PersistentBuilder, StragglerCut
 
     monkeypatch.setenv("TMPDIR", str(tmp_path))  # the workers' artifacts land here
+    monkeypatch.setenv("PYTHONPATH", child_env()["PYTHONPATH"])  # the workers start as a client's do: no torch
     mod, target = cpu_design_space
     slow = mod.with_attr("wb_test_sleep", 12)
     builder = PersistentBuilder(3, timeout_sec=60, cut=StragglerCut(factor=4.0, min_s=2.0, after=0.5),
@@ -56,6 +58,7 @@ def test_shutdown_kills_a_dropped_straggler_instead_of_waiting_for_it(tmp_path, 
     from workbench.tuning.builder.persistent import PersistentBuilder, StragglerCut
 
     monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setenv("PYTHONPATH", child_env()["PYTHONPATH"])
     mod, target = cpu_design_space
     builder = PersistentBuilder(2, timeout_sec=60, cut=StragglerCut(factor=1.0, min_s=1.0, after=0.5),
                                 f_build=build_or_sleep)
