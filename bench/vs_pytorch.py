@@ -37,6 +37,7 @@ def pytorch_ms(model: str, tf32: bool, repeats: int = 200) -> float | None:
     from sample_models.torch_twins import twin
 
     key, variant = (model[:-6], "small") if model.endswith("-small") else (model, "full")
+    was = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = tf32
     torch.backends.cudnn.allow_tf32 = tf32
     module = twin(key, variant).cuda()
@@ -53,6 +54,8 @@ def pytorch_ms(model: str, tf32: bool, repeats: int = 200) -> float | None:
             end.record()
             end.synchronize()
             times.append(start.elapsed_time(end))
+    # the run's own baseline takes the user's TF32 settings from this process: leave PyTorch's as they were
+    torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = was
     return statistics.median(times)
 
 

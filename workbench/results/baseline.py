@@ -75,9 +75,10 @@ def choose(model: str, target_kind: str) -> tuple[Baseline | None, str]:
     return None, f"no baseline for {model}"
 
 
-def build(baseline: Baseline, x: Any, device_kind: str) -> Callable[[], Any]:
-    """A call of the baseline on input `x` (numpy) returning its outputs as one flat numpy array; it runs in this
-    process, on its cores (a slice's) and its device."""
+def build(baseline: Baseline, x: Any, device_kind: str) -> tuple[Callable[[], Any], Callable[[], None]]:
+    """Two calls of the baseline on input `x` (numpy), in this process, on its cores (a slice's) and its device: one
+    returning its outputs as one flat numpy array (to compare them), one that only runs it and waits for the device
+    (to time it, as TVM's evaluator times the builds: no copy of the outputs to the host)."""
     import numpy as np
 
     threads = len(os.sched_getaffinity(0))
@@ -90,7 +91,8 @@ def build(baseline: Baseline, x: Any, device_kind: str) -> Callable[[], Any]:
         providers = [_ort_provider(device_kind)]
         session = ort.InferenceSession(baseline.path, options, providers=providers)
         feed = {session.get_inputs()[0].name: x}
-        return lambda: np.concatenate([np.asarray(o).ravel() for o in session.run(None, feed)])
+        return (lambda: np.concatenate([np.asarray(o).ravel() for o in session.run(None, feed)]),
+                lambda: session.run(None, feed))
     import torch
 
     torch.set_num_threads(threads)
@@ -106,18 +108,24 @@ def build(baseline: Baseline, x: Any, device_kind: str) -> Callable[[], Any]:
     module = module.to(device)
     tensor = torch.from_numpy(np.ascontiguousarray(x)).to(device)
 
-    def call() -> Any:
+    def outputs() -> Any:
         with torch.no_grad():
             out = module(tensor)
         outs = out if isinstance(out, (tuple, list)) else (out,)
-        return np.concatenate([o.detach().cpu().numpy().ravel() for o in outs])  # .cpu() waits for the device
+        return np.concatenate([o.detach().cpu().numpy().ravel() for o in outs])
 
-    return call
+    def run() -> None:
+        with torch.no_grad():
+            module(tensor)
+        if device == "cuda":
+            torch.cuda.synchronize()
+
+    return outputs, run
 
 
 def timer(call: Callable[[], Any], min_repeat_ms: float) -> Callable[[], float]:
     """One measurement as TVM's time_evaluator makes them: calls repeated until `min_repeat_ms` have passed, their
-    mean in ms (every call waits for its outputs on the host)."""
+    mean in ms (each call waits for the device)."""
     import time
 
     def measure() -> float:
