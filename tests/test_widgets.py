@@ -902,9 +902,15 @@ def test_the_status_line_states_the_result_first_and_warns_below_1x():
                            {"tuned_at": 100, "tuned_ms": 0.09, "untuned_ms": 0.19, "speedup": 2.11,
                             "verdict": "faster", "kept": "tuned"}])
     said, warn = result_line(faster)
-    assert not warn and said.startswith("best model 80.0 us (tuned at 50 %): 2.38x faster")
+    assert not warn and said == "best model 80.0 us (tuned at 50 %): 2.38x faster than TVM untuned (190.0 us)"
+    against = faster.assign(baseline="PyTorch eager fp32 (TF32 off)", baseline_ms=0.12, vs_baseline=1.5,
+                            vs_baseline_verdict="faster")
+    said, warn = result_line(against)  # what the user would run instead comes first
+    assert not warn and said == ("best model 80.0 us (tuned at 50 %): 1.50x faster than PyTorch eager fp32 (TF32 off) "
+                                 "(120.0 us); 2.38x faster than TVM untuned (190.0 us)")
     slower = pd.DataFrame([{"tuned_at": 100, "tuned_ms": 0.54, "untuned_ms": 0.19, "speedup": 0.3517,
                             "verdict": "slower", "kept": "untuned"}])
     said, warn = result_line(slower)
-    assert warn and "did not beat the untuned build" in said and "0.35x" in said and "more trials" in said
+    assert warn and "timed slower than its untuned one" in said and "more trials" in said
+    assert said.startswith("model 190.0 us (tuned at 100 %)")  # what ships: the untuned build
     assert result_line(pd.DataFrame()) == ("", False)

@@ -259,6 +259,10 @@ class TuneForm:
             if name == "model":
                 if value in sample_models() or str(value).startswith(TORCH):
                     c["model"].value = value
+                elif str(value).endswith(".relax.json"):  # a PyTorch run's saved model: its notebook name, if here
+                    handed_in = TORCH + os.path.basename(str(value)).removesuffix(".relax.json")
+                    if handed_in in {v for _, v in c["model"].options}:
+                        c["model"].value = handed_in
                 else:
                     c["model"].value = ONNX
                     c["onnx_path"].value = str(value)

@@ -101,8 +101,9 @@ class Panel(ButtonActions, RunViews):
         buttons = W.HBox([c["tune"], c["resume"], c["more"], c["stop"], c["finish"]], layout=W.Layout(margin="6px 0"))
         sweep_row = W.HBox([W.Label("sweep slices (%)", layout=W.Layout(width="120px")), c["sweep_slices"],
                             c["sweep"]], layout=W.Layout(align_items="center"))
-        export_row = W.HBox([W.Label("export to", layout=W.Layout(width="120px")), c["csv_folder"], c["export"],
-                             c["export_model"], self._export_msg], layout=W.Layout(align_items="center"))
+        export_row = W.VBox([W.HBox([W.Label("export to", layout=W.Layout(width="120px")), c["csv_folder"],
+                                     c["export"], c["export_model"]], layout=W.Layout(align_items="center")),
+                             self._export_msg])
         self.widget = W.VBox([
             W.HTML("<h3 style='margin:4px 0'>Tuning Workbench</h3>"),
             self.form_box, buttons, self.form.errors_view["general"], self._status, self._plan, self._servers,

@@ -8,7 +8,7 @@ import time
 import pandas as pd
 
 import workbench as engine
-from workbench import FAILURES, NO_TUNED_SCHEDULE, describe_event, fmt_us, time_unit
+from workbench import FAILURES, NO_TUNED_SCHEDULE, describe_event, fmt_us, time_unit, versus
 
 from .analysis import fmt_seconds, recommend_tuning_slice
 from .figures import make_sweep_figure, persist, update_sweep_figure
@@ -21,24 +21,29 @@ ACTIVE = ("running", "starting")
 RESUMABLE = ("stopped", "partial", "failed", "crashed")  # ended before its budget: Resume continues it
 
 def result_line(results: pd.DataFrame) -> tuple[str, bool]:
-    """The status line's first words: the best model so far and its speedup over the untuned build, and
-    whether it is a warning (tuning did not beat the untuned build, which is then what ships)."""
+    """The status line's first words: the best model so far against the baseline (what the user would run instead)
+    first, then against TVM's untuned build; and whether it is a warning (tuning did not beat the untuned build,
+    which is then what ships)."""
     if not len(results) or "tuned_ms" not in results:
         return "", False
     row = results.loc[results["tuned_ms"].idxmin()]
     at = f"tuned at {int(row['tuned_at'])} %"
     unit = time_unit([row["tuned_ms"] * 1e3, row["untuned_ms"] * 1e3])
     tuned, untuned = fmt_us(row["tuned_ms"] * 1e3, unit), fmt_us(row["untuned_ms"] * 1e3, unit)
+    base_ms = row.get("baseline_ms")
+    against = ""
+    if isinstance(row.get("baseline"), str) and base_ms == base_ms and base_ms is not None:
+        against = (f"{versus(row.get('vs_baseline'), row.get('vs_baseline_verdict'), row['baseline'])} "
+                   f"({fmt_us(base_ms * 1e3, unit)}); ")
     if row.get("verdict") == NO_TUNED_SCHEDULE:
-        return (f"no tuned schedule beat the defaults: the model is the untuned build ({untuned}, {at}); give more "
-                "trials so that more tasks are tuned", True)
+        return (f"model {untuned} ({at}): {against}no tuned schedule beat the defaults, so it is TVM's untuned "
+                "build; give more trials so that more tasks are tuned", True)
     if row.get("kept") == "untuned" or row.get("verdict") == "slower":
-        return (f"tuning did not beat the untuned build ({tuned} {at} against {untuned}, "
-                f"{row['speedup']:.2f}x), so the untuned build is kept: give more trials so that more tasks are "
-                "tuned, or tune at another slice", True)
-    if row.get("verdict") == "within noise":
-        return f"best model {tuned} ({at}): {row['speedup']:.2f}x the untuned build, within timing noise", False
-    return f"best model {tuned} ({at}): {row['speedup']:.2f}x faster than the untuned build ({untuned})", False
+        return (f"model {untuned} ({at}): {against}TVM's tuned build ({tuned}) timed slower than its untuned one, "
+                "so the untuned build is kept: give more trials so that more tasks are tuned, or tune at another "
+                "slice", True)
+    return (f"best model {tuned} ({at}): {against}"
+            f"{versus(row['speedup'], row.get('verdict'), 'TVM untuned')} ({untuned})"), False
 
 
 def cluster_html(view: engine.ClusterView | None) -> str:

@@ -10,7 +10,8 @@ first use, so `import workbench` stays light for the CLI and the magics, and nev
 - What a run shows: `Plan`, `Budget` and `describe_budget`, `Overall`, `ClusterView`, `describe_event`, `FAILURES`
   (event kinds that mean something failed), `budget_line` and `time_line` (one-line summaries).
 - Results: `Recommendation`, `recommend_tuning_slice`, `slowdown_matrix`, `stands_for`, `busy_warning`;
-  `NO_TUNED_SCHEDULE`, the verdict of a stage whose model uses no tuned record (it is the untuned build).
+  `NO_TUNED_SCHEDULE`, the verdict of a stage whose model uses no tuned record (it is the untuned build);
+  `versus(ratio, verdict, against)`, a comparison as people read it ("1.23x slower than PyTorch eager ...").
 - The host and the models: `detect_hardware`, `Hardware`, `list_models`, `ModelInfo`, `workbench_home`;
   `is_torch_model` (a torch.nn.Module or ExportedProgram, which `tune(model=...)` takes).
 - The model out: `TunedModel` (`Run.model()`: a callable, `.export(folder)`).
@@ -55,7 +56,7 @@ _LAZY = {
     "recommend_tuning_slice": "workbench.results.recommend:recommend_tuning_slice",
     "slowdown_matrix": "workbench.results.recommend:slowdown_matrix",
     "stands_for": "workbench.results.recommend:stands_for", "busy_warning": "workbench.noise:busy_warning",
-    "NO_TUNED_SCHEDULE": "workbench.noise:NO_TUNED_SCHEDULE",
+    "NO_TUNED_SCHEDULE": "workbench.noise:NO_TUNED_SCHEDULE", "versus": "workbench.noise:versus",
     "add_tune_args": "workbench.cli.main:add_tune_args", "start_tune": "workbench.cli.main:start_tune",
     "is_torch_model": "workbench.models.torch_module:is_torch_model",
     "TunedModel": "workbench.runs.model:TunedModel",

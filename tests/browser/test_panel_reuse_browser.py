@@ -135,7 +135,7 @@ def test_panel_reused_stopped_and_reloaded(request, require_browser: Callable[[]
     assert "run1 done" in page.evaluate(RUN_CELL, [1, 300])
     status = page.evaluate(STATUS)
     log(status)
-    assert re.match(r"(best model [\d.]+ (us|ms) \(tuned at 100 %\): [\d.]+x|tuning did not beat)", status), status
+    assert re.match(r"(best )?model [\d.]+ (us|ms) \(tuned at 100 %\): ", status), status
     assert "done" in status and "8/8 trials" in status, status
     spent = page.inner_text(".wb-panel .wb-time-spent")  # under the results: where the shards' tuning went
     assert re.match(r"Time spent tuning, at 100 %: search \d+ %( \(.*\))?, build \d+ %, .* of \d+ shard-seconds$",
