@@ -9,33 +9,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from lab import IN_KERNEL, open_and_run
 
 pytestmark = [pytest.mark.browser]
 
 NOTEBOOK = "form_check.ipynb"
 CELLS = ["%load_ext workbench\n%workbench"]
 
-RUN_ALL = """async () => {
-  const app = window.jupyterapp;
-  const panel = app.shell.currentWidget;
-  await panel.context.ready;
-  await panel.sessionContext.ready;
-  app.commands.execute('notebook:run-all-cells');
-  return panel.sessionContext.session.kernel.name;
-}"""
 
-# Run code in the notebook's kernel (not in a cell) and return what it printed: the kernel-side view.
-IN_KERNEL = """async (code) => {
-  const kernel = window.jupyterapp.shell.currentWidget.sessionContext.session.kernel;
-  const future = kernel.requestExecute({code, store_history: false});
-  let out = '';
-  future.onIOPub = (msg) => {
-    if (msg.header.msg_type === 'stream') out += msg.content.text;
-    if (msg.header.msg_type === 'error') out += msg.content.ename + ': ' + msg.content.evalue;
-  };
-  await future.done;
-  return out;
-}"""
 READ_FORM = ("import json, widgets\np = widgets.current_panel()\n"
              "print(json.dumps({'slices': p.values()['slices'], 'errors': p.errors}))")
 
@@ -75,10 +56,7 @@ def test_slices_field_in_jupyterlab(request, require_browser: Callable[[], str],
     _write_notebook(lab_root / NOTEBOOK)
     page = request.getfixturevalue("page")
     t0 = time.monotonic()
-    page.goto(f"{jupyter_lab}/lab/tree/{NOTEBOOK}?reset", timeout=90_000)
-    page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=90_000)
-    page.add_style_tag(content=".jp-toast-container, .Toastify { display: none !important; }")  # news pop-ups
-    assert page.evaluate(RUN_ALL) == "python3"
+    open_and_run(page, jupyter_lab, NOTEBOOK)
     page.wait_for_selector(FIELD, timeout=90_000)
     t_panel = time.monotonic()
     assert page.locator(TUNE).is_enabled() and not page.locator(ERROR).is_visible()

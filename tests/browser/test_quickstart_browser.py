@@ -11,17 +11,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from lab import open_and_run
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-RUN_ALL = """async () => {
-  const app = window.jupyterapp;
-  const panel = app.shell.currentWidget;
-  await panel.context.ready;
-  await panel.sessionContext.ready;
-  app.commands.execute('notebook:run-all-cells');  // not awaited: it resolves only when every cell has run
-  return panel.sessionContext.session.kernel.name;
-}"""
 
 STATUS = "() => { const s = document.querySelector('.wb-status'); return s ? s.innerText : ''; }"
 
@@ -42,10 +35,7 @@ def test_quickstart_in_jupyterlab(request, require_browser: Callable[[], str], a
     page.on("pageerror", lambda e: errors.append(str(e)))
 
     t0 = time.monotonic()
-    page.goto(f"{jupyter_lab}/lab/tree/01_quickstart.ipynb?reset", timeout=90_000)
-    page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=90_000)
-    page.add_style_tag(content=".jp-toast-container, .Toastify { display: none !important; }")  # news pop-ups
-    assert page.evaluate(RUN_ALL) == "python3"
+    open_and_run(page, jupyter_lab, "01_quickstart.ipynb")
     print(f"{time.monotonic() - t0:.0f} s: kernel ready, running all cells")
 
     panel = page.wait_for_selector(".wb-panel", timeout=120_000)

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from lab import IN_KERNEL, open_and_run
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(1200)]
 
@@ -36,27 +37,7 @@ CELLS = [
 OPTION = "cnn (PyTorch SmallCNN)"
 SHAPE = "1,3,16,16"
 
-RUN_ALL = """async () => {
-  const app = window.jupyterapp;
-  const panel = app.shell.currentWidget;
-  await panel.context.ready;
-  await panel.sessionContext.ready;
-  app.commands.execute('notebook:run-all-cells');  // not awaited: it resolves only when every cell has run
-  return panel.sessionContext.session.kernel.name;
-}"""
 
-# Run code in the notebook's kernel (not in a cell) and return what it printed: the kernel-side view.
-IN_KERNEL = """async (code) => {
-  const kernel = window.jupyterapp.shell.currentWidget.sessionContext.session.kernel;
-  const future = kernel.requestExecute({code, store_history: false});
-  let out = '';
-  future.onIOPub = (msg) => {
-    if (msg.header.msg_type === 'stream') out += msg.content.text;
-    if (msg.header.msg_type === 'error') out += msg.content.ename + ': ' + msg.content.evalue;
-  };
-  await future.done;
-  return out;
-}"""
 READ_FORM = ("import json, widgets\np = widgets.current_panel()\n"
              "print(json.dumps({'values': p.values(), 'errors': p.errors}))")
 READ_EXPORT = ("import json, os, widgets\np = widgets.current_panel()\n"
@@ -138,10 +119,7 @@ def test_torch_model_tuned_from_the_panel(request, require_browser: Callable[[],
     page.on("pageerror", lambda e: errors.append(str(e)))
 
     t0 = time.monotonic()
-    page.goto(f"{jupyter_lab}/lab/tree/{NOTEBOOK}?reset", timeout=90_000)
-    page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=90_000)
-    page.add_style_tag(content=".jp-toast-container, .Toastify { display: none !important; }")  # news pop-ups
-    assert page.evaluate(RUN_ALL) == "python3"
+    open_and_run(page, jupyter_lab, NOTEBOOK)
     page.wait_for_selector(MODEL, timeout=180_000)  # importing torch, then the panel
     t_panel = time.monotonic()
     print(f"{t_panel - t0:.0f} s: panel shown")
