@@ -356,8 +356,6 @@ def test_the_tuned_model_goes_out_and_loads_where_the_workbench_is_not(finished_
     """`run.model()` is a callable on numpy arrays; its export (library, signature.json, load.py) loads in a fresh
     Python that has TVM and numpy but not the workbench (site-packages on the path, its .pth files not run, so the
     editable workbench is not importable there) and gives the same outputs."""
-    import sysconfig
-
     run = finished_run
     model = run.model()
     rows = {int(r["tuned_at"]): r for r in run.results.to_dict("records")}
@@ -371,7 +369,10 @@ def test_the_tuned_model_goes_out_and_loads_where_the_workbench_is_not(finished_
         model(x[:1])
     folder = model.export(str(tmp_path / "export"))
     np.save(tmp_path / "x.npy", x)
-    code = (f"import sys; sys.path.append({sysconfig.get_paths()['purelib']!r}); sys.path.insert(0, {folder!r})\n"
+    import tvm
+
+    packages = sorted({os.path.dirname(os.path.dirname(m.__file__)) for m in (tvm, np)})  # where TVM and numpy are
+    code = (f"import sys; sys.path += {packages!r}; sys.path.insert(0, {folder!r})\n"
             "try:\n    import workbench\n    print('WORKBENCH')\nexcept ImportError:\n    pass\n"
             f"import numpy as np, load\nx = np.load({str(tmp_path / 'x.npy')!r})\n"
             f"np.save({str(tmp_path / 'y.npy')!r}, load.load()(x))\n")
