@@ -130,4 +130,4 @@ def test_trials_per_task_tunes_every_task_with_that_many(standin):
                                    shards=2))
     assert plan.budget.tasks_tuned == 22 and plan.trials == 22 * 8
     assert sum(s.trials for s in plan.shards) == 22 * 8
-    assert json.loads(json.dumps(plan)) == plan
+    assert wb.Plan.from_dict(json.loads(json.dumps(plan.to_dict()))) == plan

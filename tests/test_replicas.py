@@ -16,7 +16,7 @@ def test_replicas_search_apart_and_merge_to_the_best(tmp_path):
     run = wb.tune(spec, home=str(tmp_path))
     assert run.wait(timeout=480) == "done", (run.message, run.errors().to_dict("records"))
 
-    shards = run.plan.shards
+    shards = [s.to_dict() for s in run.plan.shards]
     by_task: dict[str, list[int]] = {}
     for s in shards:
         by_task.setdefault(s["tasks"][0], []).append(s["replica"])

@@ -162,13 +162,13 @@ def _load_onnx(path: Path, input_shape: Shape | None) -> LoadedModel:
         _check_static(mod, path.name)
         note = ""
     except SpecError as first:
-        model, note = fold(model, shape)
         try:
+            model, note = fold(model, shape)
             mod = convert(model, name, shape, dtype)
             _check_static(mod, path.name)
         except SpecError as again:
-            raise SpecError("model", f"{again.message} (even after folding the model for input "
-                                     f"{fmt_shape(shape)}; before it: {first.message})") from None
+            raise SpecError("model", f"{first.message}; folding the model for input {fmt_shape(shape)} did not help "
+                                     f"({again.message})") from None
     param = _main_input(mod, path.name)
     return LoadedModel(path.stem, mod, param.name, shape, dtype, note)
 
