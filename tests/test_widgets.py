@@ -497,7 +497,7 @@ def test_attached_finished_run_with_sweep(home, tmp_path) -> None:
     assert snap["recommended"] == 50 and "Tune at 50%" in snap["recommendation"]
     assert "Recommended tuning slice: 50%" in p._recommendation.value
     assert snap["buttons"] == {"tune": True, "resume": False, "more": False, "stop": False, "finish": False,
-                               "sweep": True, "export": True}
+                               "sweep": True, "export": True, "export_model": True}
     assert snap["results_rows"] == 2 and "<table" in p._results.value
     assert "speedup vs untuned" in p._results.value and "kept_default" not in p._results.value  # readable headers
     # where the shards' tuning went, per tuning slice, from their profiles (2 shards x 10 s, 20 % sampling, ...)
