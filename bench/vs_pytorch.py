@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 import workbench as wb
+from workbench.noise import versus
 
 STANDIN = Path(__file__).resolve().parents[1] / "tests" / "onnx_standin.py"
 
@@ -84,9 +85,7 @@ def table(rows: list[dict]) -> str:
              "PyTorch eager fp32, TF32 off (ms) | TF32 on (ms) | trials |", "|" + "---|" * 9]
     for r in rows:
         kept = r["untuned_ms"] if r.get("kept") == "untuned" else r["tuned_ms"]
-        vs = r.get("vs_baseline")
-        said = ("-" if vs is None else f"{vs:.2f}x faster" if r["vs_baseline_verdict"] == "faster" else
-                f"{1 / vs:.2f}x slower" if r["vs_baseline_verdict"] == "slower" else f"within noise ({vs:.2f}x)")
+        said = versus(r.get("vs_baseline"), r.get("vs_baseline_verdict"))
         fmt = (lambda v: "-" if v is None else f"{v:.4g}")  # noqa: E731 - a table's one format
         lines.append(f"| {r['model']} | {r['tuned_at']} % | {fmt(kept)} ({r.get('verdict')}) | {fmt(r['untuned_ms'])}"
                      f" | {fmt(r.get('baseline_ms'))}: {r.get('baseline') or 'none'} | {said} | "

@@ -118,7 +118,8 @@ class RunViews:
                  "partial": "#ef6c00"}.get(status, "#1565c0")
         self._run_line = (parts, color)
         self._show_status()
-        plan = plan_html(run.plan.budget if run.plan else None, active=status in ACTIVE) + ran_html(run)
+        planned = run.plan  # one read of plan.json per redraw
+        plan = plan_html(planned.budget if planned else None, active=status in ACTIVE) + ran_html(run, planned)
         if self._plan.value != plan:
             self._plan.value = plan
 

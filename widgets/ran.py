@@ -42,10 +42,10 @@ def ran_text(spec: engine.TuneSpec, plan: engine.Plan | None, sweep: pd.DataFram
     return text + "".join(f". Note: {n}" for n in notes)
 
 
-def ran_html(run: engine.Run) -> str:
+def ran_html(run: engine.Run, plan: engine.Plan | None = None) -> str:
     """`ran_text` of `run` as the panel shows it, under the plan line."""
     try:
-        text = ran_text(run.spec, run.plan, run.sweep, run.results)
+        text = ran_text(run.spec, plan if plan is not None else run.plan, run.sweep, run.results)
     except (KeyError, TypeError, ValueError) as err:  # a damaged plan does not stop the panel
         text = f"ran: unknown ({err})"
     # the newline puts it on a line of its own in Panel.snapshot()'s text (HTML ignores it)

@@ -75,16 +75,18 @@ def verdict(tuned_ms: float, tuned_iqr: float, untuned_ms: float, untuned_iqr: f
     return "faster" if tuned_ms < untuned_ms else "slower"
 
 
-def versus(ratio: float | None, said: str | None, against: str) -> str:
+def versus(ratio: float | None, said: str | None, against: str = "") -> str:
     """'1.23x faster than X', '1.23x slower than X' or 'as fast as X within the timing noise (1.02x)', where `ratio`
-    is X's time over the model's and `said` the paired test's verdict."""
-    if ratio is None or not math.isfinite(ratio) or ratio <= 0:
-        return f"not compared with {against}"
+    is X's time over the model's and `said` the paired test's verdict; without `against`, for a table's cell:
+    '1.23x faster', '1.23x slower', 'within noise (1.02x)', or '-' where there is no ratio."""
+    if ratio is None or ratio != ratio or not math.isfinite(ratio) or ratio <= 0:
+        return f"not compared with {against}" if against else "-"
+    than = f" than {against}" if against else ""
     if said == "faster":
-        return f"{ratio:.2f}x faster than {against}"
+        return f"{ratio:.2f}x faster{than}"
     if said == "slower":
-        return f"{1 / ratio:.2f}x slower than {against}"
-    return f"as fast as {against} within the timing noise ({ratio:.2f}x)"
+        return f"{1 / ratio:.2f}x slower{than}"
+    return f"as fast as {against} within the timing noise ({ratio:.2f}x)" if against else f"within noise ({ratio:.2f}x)"
 
 
 def fmt_timing(ms: float | None, iqr: float | None = None, short: bool = False, unit: str = "ms") -> str:

@@ -64,20 +64,15 @@ def _int(text: str) -> int:
 def start_tune(args: argparse.Namespace, home: str | None, namespace: dict[str, Any] | None = None) -> Run:
     """Start the run of options parsed by `add_tune_args` in the background; SpecError on bad values. `namespace`:
     where `--model NAME` may name a torch.nn.Module or ExportedProgram (a notebook's), exported here first."""
-    from workbench.models.torch_module import example_from_shape, is_torch_model, save_torch_model
+    from workbench.models.torch_module import is_torch_model, save_torch_model
     from workbench.orchestrate.launch import tune
-    from workbench.spec import parse_shape
 
     given = {name: getattr(args, name) for name, *_ in cli_options() if getattr(args, name) is not None}
     obj = (namespace or {}).get(given.get("model", ""))
     if is_torch_model(obj):
-        import torch
-
-        shape = parse_shape(given["input_shape"]) if given.get("input_shape") else None
-        example = None if isinstance(obj, torch.export.ExportedProgram) else example_from_shape(shape)
         print(f"exporting {given['model']} ({type(obj).__name__}) through torch.export ...", flush=True)
-        given["model"] = save_torch_model(obj, example, name=given["model"], home=home)
-        given.pop("input_shape", None)
+        shape = given.pop("input_shape", None)  # the saved model keeps it
+        given["model"] = save_torch_model(obj, name=given["model"], home=home, input_shape=shape)
     spec = TuneSpec(**given)
     if spec.exposed:
         print(exposure_warning(spec.host), file=sys.stderr)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.errors import SpecError
-from workbench.spec import workbench_home
+from workbench.spec import parse_shape, workbench_home
 
 SUFFIX = ".relax.json"
 FORMAT = "workbench-relax/1"
@@ -40,11 +40,11 @@ def example_from_shape(input_shape: Any, dtype: str = "float32") -> tuple[Any, .
     if not input_shape:
         raise SpecError("input_shape", "a torch.nn.Module needs its input's shape (e.g. 1,3,224,224) or example "
                                        "inputs, so that torch.export can trace it")
-    return (torch.randn(*[int(d) for d in input_shape], dtype=getattr(torch, dtype)),)
+    return (torch.randn(*parse_shape(input_shape), dtype=getattr(torch, dtype)),)
 
 
 def save_torch_model(model: Any, example_inputs: tuple[Any, ...] | None = None, name: str | None = None,
-                     home: str | None = None) -> str:
+                     home: str | None = None, input_shape: Any = None) -> str:
     """Export `model` (a torch.nn.Module, put in eval mode, with `example_inputs`; or an ExportedProgram), convert it
     to Relax and save it; returns the path of its `model.relax.json`, what `TuneSpec.model` takes.
 
@@ -56,9 +56,8 @@ def save_torch_model(model: Any, example_inputs: tuple[Any, ...] | None = None, 
         program = model
         name = name or "exported"
     elif isinstance(model, torch.nn.Module):
-        if not example_inputs:
-            raise SpecError("example_inputs", f"a torch.nn.Module ({type(model).__name__}) needs example inputs (a "
-                                              "tuple of tensors) so that torch.export can trace it")
+        if not example_inputs:  # traced on a random tensor of the input's shape (SpecError without one)
+            example_inputs = example_from_shape(input_shape)
         name = name or type(model).__name__
         model.eval()
         try:

@@ -10,7 +10,7 @@ import importlib.util
 from workbench import diskspace
 from workbench.hardware import Hardware, check_sweep_here, detect, resolve_target, target_spec
 from workbench.models.load import check_model, load_model
-from workbench.models.torch_module import example_from_shape, is_torch_model, save_torch_model
+from workbench.models.torch_module import is_torch_model, save_torch_model
 from workbench.options import EngineOptions
 from workbench.plan.budget import cost_model_note, plan_budget
 from workbench.plan.plan import Plan, PlannedTask
@@ -61,12 +61,6 @@ def tracker_slices(spec: TuneSpec, servers: dict | None) -> tuple[TuneSpec, list
                                   f"{served} or leave slices out; got {given}")
     return spec.replace(slices=(served,)), [f"tuned at {served} %, the slice the server asked under key {key!r} "
                                             "serves (servers of other slices under that key would mix in)"]
-
-
-def _exported_program_type() -> type:
-    import torch
-
-    return torch.export.ExportedProgram
 
 
 DEFAULT_SLICES = next(f.default for f in dataclasses.fields(TuneSpec) if f.name == "slices")
@@ -134,12 +128,8 @@ def tune(spec: TuneSpec | None = None, *, home: str | None = None, runner: str |
     named `model_name` (default: its class's name).
     runner, builder, sessions, first_round: the EngineOptions (None: their defaults)."""
     if is_torch_model(fields.get("model")):
-        model = fields.pop("model")
-        inputs = example_inputs
-        if inputs is None and not isinstance(model, _exported_program_type()):
-            inputs = example_from_shape(fields.get("input_shape"))
-        fields["model"] = save_torch_model(model, inputs, name=model_name, home=home)
-        fields.pop("input_shape", None)  # the saved model's own
+        fields["model"] = save_torch_model(fields.pop("model"), example_inputs, name=model_name, home=home,
+                                           input_shape=fields.pop("input_shape", None))  # then the saved model's own
     spec = spec.replace(**fields) if spec is not None and fields else spec or TuneSpec(**fields)
     options = EngineOptions.given(runner=runner, builder=builder, sessions=sessions, first_round=first_round)
     hw = detect()

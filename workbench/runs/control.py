@@ -11,6 +11,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from typing import Any
 
 from workbench import diskspace
 from workbench.hardware import check_sweep_here, detect
@@ -54,15 +56,25 @@ def start_supervisor(run_dir: str, resume: bool = False, trials: int | None = No
     argv = [sys.executable, "-m", "workbench.orchestrate.supervisor", run_dir]
     argv += (["--resume"] if resume else []) + (["--trials", str(trials)] if trials is not None else [])
     pid = _record_pid(run_dir, "supervisor", spawn_detached(argv, folder.log("supervisor"), env))
-    reader = EventReader(folder.events_file)
-    deadline = time.monotonic() + timeout
-    while not any(isinstance(e, Launched) and e.pid == pid for e in reader.read_new()):
-        if not group_alive(pid) or time.monotonic() > deadline:
-            why = "exited" if not group_alive(pid) else f"wrote nothing in {timeout:.0f} s"
-            raise ProcessError(f"the run's supervisor (pid {pid}) {why}; its log ends: "
-                               f"{tail(folder.log('supervisor'), 5)}")
-        time.sleep(0.05)
+    got = _await_event(EventReader(folder.events_file), lambda e: isinstance(e, Launched) and e.pid == pid, pid,
+                       timeout)
+    if got != "seen":
+        why = "exited" if got == "exited" else f"wrote nothing in {timeout:.0f} s"
+        raise ProcessError(f"the run's supervisor (pid {pid}) {why}; its log ends: {tail(folder.log('supervisor'), 5)}")
     return pid
+
+
+def _await_event(reader: EventReader, wanted: Callable[[Any], bool], pid: int, timeout: float) -> str:
+    """Poll `reader` until an event satisfies `wanted` ("seen"), process group `pid` is gone ("exited") or `timeout`
+    seconds have passed ("timeout")."""
+    deadline = time.monotonic() + timeout
+    while not any(wanted(e) for e in reader.read_new()):
+        if not group_alive(pid):
+            return "exited"
+        if time.monotonic() > deadline:
+            return "timeout"
+        time.sleep(0.05)
+    return "seen"
 
 
 def start_sweep(run, slices: list[int]) -> int:
@@ -108,9 +120,6 @@ def request_finish(run_dir: str, pid: int, timeout: float = 5.0) -> None:
     """Ask supervisor `pid` to end tuning now and finish the stage with the best records so far; returns once it
     has recorded the request (its `finish_requested` event), or after `timeout` s."""
     reader = EventReader(store.RunDir(run_dir).events_file)
-    reader.read_new()
+    reader.read_new()  # only a request recorded from now on counts
     os.kill(pid, signal.SIGUSR1)  # the supervisor alone: it stops its clients and finishes the stage
-    deadline = time.monotonic() + timeout
-    while (not any(isinstance(e, FinishRequested) for e in reader.read_new()) and group_alive(pid)
-           and time.monotonic() < deadline):
-        time.sleep(0.05)
+    _await_event(reader, lambda e: isinstance(e, FinishRequested), pid, timeout)

@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from workbench.noise import fmt_timing, within_noise
+from workbench.noise import fmt_timing, versus, within_noise
 from workbench.runs.events import is_raise
 from workbench.units import time_unit
 
@@ -48,14 +48,6 @@ def events_table(events: list[dict[str, Any]]) -> pd.DataFrame:
     return df
 
 
-def _versus(ratio: Any, said: Any) -> str:
-    """'1.23x faster', '1.23x slower', 'within noise' or '-': the model against the baseline."""
-    if ratio is None or ratio != ratio or ratio <= 0:
-        return "-"
-    return f"{ratio:.2f}x faster" if said == "faster" else f"{1 / ratio:.2f}x slower" if said == "slower" else \
-        f"within noise ({ratio:.2f}x)"
-
-
 def _match(value: Any) -> str:
     return "yes" if value is True else "no" if value is False else "inconclusive"
 
@@ -70,7 +62,7 @@ def results_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
         out["match"] = [_match(v) for v in out["match"].tolist()]
     if "vs_baseline" in out:
         said = df["vs_baseline_verdict"] if "vs_baseline_verdict" in df else [None] * len(df)
-        out["vs_baseline"] = [_versus(r, v) for r, v in zip(df["vs_baseline"], said)]
+        out["vs_baseline"] = [versus(r, v) for r, v in zip(df["vs_baseline"], said)]
     if "baseline" in out:
         out["baseline"] = [b if isinstance(b, str) else "none" for b in out["baseline"]]
     unit = time_unit([v * 1e3 for col in SPREAD if col in df for v in df[col] if v is not None])  # one for all
