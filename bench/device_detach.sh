@@ -8,7 +8,7 @@ set -eu
 NAME=$1; shift
 CODE=/tmp/dev/code-$NAME
 mkdir -p /tmp/dev && rm -rf "$CODE" && mkdir -p "$CODE"
-cp -r workbench sample_models bench widgets pyproject.toml "$CODE"/
+cp -r workbench sample_models bench widgets tests pyproject.toml "$CODE"/
 SITE=${WB_SITE:-/opt/workbench-site}/site
 cd "$CODE"
 PYTHONPATH="$SITE:$CODE" PYTHONUNBUFFERED=1 setsid nohup bash -c "$*; echo \$? > /tmp/dev/$NAME.rc" \
