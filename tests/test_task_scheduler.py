@@ -106,3 +106,19 @@ def test_a_resumed_shard_cost_model_learns_its_records_before_the_first_batch():
     assert got["empty"] == [0, 0]  # nothing of its own, and its sibling's database is still empty
     assert got["records"] >= 48 and got["learned"] == [got["records"], 0] and got["data_size"] == got["records"], got
     assert got["from_sibling"] == [0, got["records"]] == [0, got["sibling_data_size"]], got
+
+
+def test_a_task_whose_best_stalls_yields_to_tasks_that_still_improve():
+    import random
+
+    from workbench.tuning.task_scheduler.streaming import PATIENCE, pick, stalled
+
+    history = [[5e-4, 5e-4, 5e-4, 5e-4], [1e-4, 9e-5]]  # task 0: far more time, but no better best for 3 batches
+    weights = [1.0, 1.0]
+    stale = [PATIENCE, 0]
+    assert pick([0, 1], history, stale, weights, 0.2, 3, random.Random(0)) == 1
+    assert pick([0, 1], history, [PATIENCE - 1, 0], weights, 0.2, 3, random.Random(0)) == 0  # not yet: it keeps them
+    assert pick([0, 1], history, [PATIENCE, PATIENCE], weights, 0.2, 3, random.Random(0)) == 0  # all stalled: gradient
+    assert pick([0, 1], [[], [1e-4]], [0, 0], weights, 0.2, 3, random.Random(0)) == 0  # a first batch comes first
+    assert stalled(1e-4, 1e-4) and stalled(1e-4, 0.99995e-4) and not stalled(1e-4, 0.9e-4)
+    assert not stalled(float("inf"), 1e-4)

@@ -13,8 +13,9 @@ from workbench.models.load import check_model, load_model
 from workbench.models.torch_module import is_torch_model, save_torch_model
 from workbench.options import EngineOptions
 from workbench.plan.budget import cost_model_note, plan_budget
-from workbench.plan.plan import Plan, PlannedTask
-from workbench.plan.tasks import extract_tasks, plan_shards, raised_shards, task_info
+from workbench.plan.plan import Plan
+from workbench.plan.replan import rows, shard_plan
+from workbench.plan.tasks import extract_tasks, raised_shards, task_info
 from workbench.results import baseline
 from workbench.results.finish import repair_databases
 from workbench.runs import store
@@ -97,11 +98,7 @@ def plan_run(spec: TuneSpec, hw: Hardware | None = None, options: EngineOptions 
     tasks = [task_info(t) for t in extract_tasks(model.mod, tspec.build())]
     if not tasks:
         raise SpecError("model", f"{spec.model} has no tunable operator for {kind}")
-    budget = plan_budget(tasks, spec, target=kind)
-    by_name = {t.name: t for t in tasks}
-    shards = plan_shards([by_name[n] for n in budget.tuned], spec.shards, budget.trials, per_task=budget.batch,
-                         defaults=[by_name[n] for n in budget.default])
-    tuned = set(budget.tuned)
+    budget, shards = shard_plan(tasks, spec, kind)  # by estimate: the supervisor plans again by measured time
     notes = [] if spec.tracker else slice_notes(spec.slices, spec.sweep_slices, kind, tspec.num_cores)
     notes += [model.note] if model.note else []
     chosen, no_baseline = baseline.choose(spec.model, kind)
@@ -112,7 +109,7 @@ def plan_run(spec: TuneSpec, hw: Hardware | None = None, options: EngineOptions 
         notes.append(no_baseline)
     cost_note = cost_model_note(spec, [s.trials for s in shards])
     notes += [cost_note] if cost_note else []
-    return Plan(target=tspec, tasks=tuple(PlannedTask.of(t, t.name in tuned) for t in tasks), budget=budget,
+    return Plan(target=tspec, tasks=rows(tasks, budget), budget=budget,
                 shards=tuple(shards), options=options.resolved(kind), gpus=tuple(gpus),
                 input_shape=tuple(model.input_shape), dtype=model.dtype, notes=tuple(notes),
                 tracker_servers=servers or None, baseline=chosen.to_dict() if chosen else None)
@@ -183,7 +180,7 @@ def more_trials(spec: TuneSpec, plan: Plan, trials: int, swept: set[int] | froze
         raise SpecError("trials", f"must be a whole number above the run's {had} trials per tuning slice (the budget "
                                   f"it already has); got {trials!r}")
     spec = spec.replace(trials=trials, sweep_slices=tuple(sorted(set(spec.sweep_slices) | set(swept))))
-    tasks = [t.info for t in plan.tasks]
+    tasks = [t.info for t in plan.tasks]  # ranked as the run was: by measured time once its defaults were timed
     budget = plan_budget(tasks, spec, target=plan.target.kind, keep=len(plan.tuned))
     if budget.trials <= had:
         raise SpecError("trials", f"trials_per_task={spec.trials_per_task} caps the budget at {budget.trials} trials "
@@ -193,16 +190,14 @@ def more_trials(spec: TuneSpec, plan: Plan, trials: int, swept: set[int] | froze
                                   f"shard); {trials} trials would plan batches of {budget.batch} and tune "
                                   f"{len(budget.tuned)} of its {plan.budget.tasks_tuned} tuned tasks: start a "
                                   "new run with that budget")
-    by_name = {t.name: t for t in tasks}
-    shards = plan_shards([by_name[n] for n in budget.tuned], spec.shards, budget.trials, per_task=budget.batch,
-                         defaults=[by_name[n] for n in budget.default])
+    budget, shards = shard_plan(tasks, spec, plan.target.kind, keep=len(plan.tuned))
     # The tuned tasks are a cost-ranked prefix and shards are filled costliest task first, so a larger budget that
     # keeps every tuned task only adds tasks to shards: every shard database still holds its own tasks' records.
     old = list(plan.shards)
     shards = raised_shards(old, shards, max(0, budget.trials - sum(s.trials for s in old)), budget.batch)
     tuned = set(budget.tuned)
-    rows = tuple(dataclasses.replace(t, plan="tune" if t.name in tuned else "default") for t in plan.tasks)
+    planned = tuple(dataclasses.replace(t, plan="tune" if t.name in tuned else "default") for t in plan.tasks)
     was = cost_model_note(spec, [s.trials for s in plan.shards])
     now = cost_model_note(spec, [s.trials for s in shards])
     notes = tuple(n for n in plan.notes if n != was) + ((now,) if now else ())
-    return spec, plan.replace(tasks=rows, budget=budget, shards=tuple(shards), notes=notes)
+    return spec, plan.replace(tasks=planned, budget=budget, shards=tuple(shards), notes=notes)

@@ -69,8 +69,10 @@ def still_searching(folder: RunDir, tuned_at: int, shards: list[Shard]) -> int:
 
 
 def stage_plan(folder: RunDir, spec: TuneSpec, shards: tuple[Shard, ...], target: TargetSpec, options: EngineOptions,
-               tuned_at: int, host: SliceHost, tracker: tuple[str, int, str]) -> StagePlan:
-    """The servers and clients that tune at `tuned_at` (the plan's `shards`); `tracker` is (host, port, stage key)."""
+               tuned_at: int, host: SliceHost, tracker: tuple[str, int, str], await_plan: bool = False) -> StagePlan:
+    """The servers and clients that tune at `tuned_at` (the plan's `shards`); `tracker` is (host, port, stage key);
+    `await_plan`: the plan is by estimate, so its clients time the defaults and tune what the plan made again by the
+    measured times gives them (`ShardJob.await_plan`)."""
     servers: tuple[WantedServer, ...] = ()
     if not options.local_runner and not spec.tracker:
         placement = place_servers(spec.servers, host.gpus) if target.kind == "cuda" else [None] * spec.servers
@@ -87,7 +89,8 @@ def stage_plan(folder: RunDir, spec: TuneSpec, shards: tuple[Shard, ...], target
                        tasks=shard.tasks, trials=shard.trials, spec=spec, target=target,
                        tracker=tracker if not options.local_runner else ("", 0, ""), runner_workers=spec.servers,
                        builder_workers=builder_workers, num_threads=threads, options=options,
-                       prewarm=len(host.cores) >= 4 * len(shards), replica=shard.replica, measure=shard.measure)
+                       prewarm=len(host.cores) >= 4 * len(shards), replica=shard.replica, measure=shard.measure,
+                       await_plan=await_plan)
         binding = apply_slice(host, tuned_at, index=shard.index) if options.local_runner else None
         clients.append(WantedClient(f"{tuned_at}/shard-{shard.index}", shard, job, binding))
     return StagePlan(tuned_at, servers, tuple(clients))

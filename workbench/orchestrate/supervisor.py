@@ -27,12 +27,14 @@ from workbench.plan.tasks import Shard
 from workbench.procs import ProcessError, child_env, tail
 from workbench.runs import store
 from workbench.runs.event_types import (
+    DefaultsTimed,
     Error,
     FinishRequested,
     HardwareFound,
     Launched,
     MpsStatus,
     Phase,
+    Replanned,
     RunFinished,
     RunStarted,
     ShardFailed,
@@ -40,7 +42,7 @@ from workbench.runs.event_types import (
     ShardPlanned,
     StageSkipped,
 )
-from workbench.runs.events import EventWriter
+from workbench.runs.events import EventReader, EventWriter
 from workbench.servers.pool import RPCServer, ServerPool, ServerSpec, external_ready
 from workbench.servers.slices import SliceHost
 from workbench.servers.telemetry import Sampler
@@ -254,7 +256,7 @@ class Supervisor:
             tracker = (*self.pool.tracker_addr, self.pool.key)
             self._phase("servers", tuned_at=tuned_at)
         want = stage_plan(self.folder, self.spec, self.plan.shards, self.target, self.options, tuned_at, self._host(),
-                          tracker)
+                          tracker, await_plan=not self.plan.timed)
         started = self._reconcile_servers(want)
         self._phase("tuning", tuned_at=tuned_at)
         self._reconcile_clients(want)  # clients start up while servers do
@@ -262,9 +264,46 @@ class Supervisor:
             self._report_ready(tuned_at, started)
         elif self.spec.tracker:
             self.events.emit(external_ready(tuned_at, self.spec.tracker, dict(self.plan.tracker_servers or {})))
+        if not self.plan.timed and self._replan(tuned_at, want):
+            want = stage_plan(self.folder, self.spec, self.plan.shards, self.target, self.options, tuned_at,
+                              self._host(), tracker)  # the same clients, now with their measured shares
         self._wait_clients(tuned_at, want)
         self._reconcile(NOTHING)
         self._finish_stage(tuned_at, [w.shard for w in want.clients])
+
+    def _replan(self, tuned_at: int, want: StagePlan) -> bool:
+        """Wait until the stage's clients have timed every task's default, then plan the run again by those times
+        (`plan.replan.by_measured`), write that plan for the waiting clients and say what changed. A client that
+        exits first (it failed) leaves its tasks untimed: the plan is made with what was timed, and `_wait_clients`
+        reports the failed shard. False, the plan left as it was, when a stop or a finish ends the stage first."""
+        from workbench.plan.budget import describe
+        from workbench.plan.replan import by_measured
+
+        t0 = time.time()
+        names = {t.name for t in self.plan.tasks}
+        reader = EventReader(self.folder.events_file)
+        defaults: dict[str, float | None] = {}
+        while True:
+            for e in reader.read_new():
+                if isinstance(e, DefaultsTimed) and e.tuned_at == tuned_at:
+                    defaults.update(e.defaults_us)
+            if names <= defaults.keys() or any(self.clients[w.name].poll() is not None
+                                               for w in want.clients if w.name in self.clients):
+                break
+            if self.stop_requested or self.finishing:
+                return False
+            time.sleep(CLIENT_POLL_S)
+        done = by_measured(self.plan, self.spec, defaults)
+        self.plan = done.plan
+        self.folder.write_plan(self.plan)
+        budget = self.plan.budget
+        self.events.emit(Replanned(tuned_at=tuned_at, plan_line=describe(budget), tuned=list(budget.tuned),
+                                   tuned_share=budget.tuned_cost_share, estimate_share=done.estimate_share,
+                                   untimed=list(done.untimed), waited_s=round(time.time() - t0, 2)))
+        for shard in self.plan.shards:
+            self.events.emit(ShardPlanned(shard=shard.index, tuned_at=tuned_at, tasks=list(shard.tasks),
+                                          shard_trial_budget=shard.trials, cost=shard.cost, replica=shard.replica))
+        return True
 
     def _report_ready(self, tuned_at: int, started: list[RPCServer]) -> None:
         """Wait for the stage's servers, then one `server_ready` event each: what slice it got."""

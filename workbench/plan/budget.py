@@ -1,9 +1,11 @@
 """What a trial budget buys: which tasks get tuned, how many trials each slice measures, and why.
 
 `trials` is what gets measured per tuning slice (give or take one batch). A model with more tasks than
-the budget has batches for is tuned where its time goes: its tasks ranked by their estimated share of
-the model's run time (FLOPs x weight; bytes for data movement), the costliest tuned, the rest left on
-their default schedule. The plan says so before anything starts.
+the budget has batches for is tuned where its time goes: its tasks ranked by their share of the model's run time,
+the costliest tuned, the rest left on their default schedule. Before any process starts that share is estimated
+(FLOPs x weight; bytes for data movement); once the first stage has timed every task's default schedule, before
+any trial, the run is planned again by the measured time (default time x weight: `plan.replan`), because the
+estimate can be far off (a detector's estimate-ranked plan tuned 12 % of its measured time). The plan says so.
 
 On CUDA a batch goes where it is worth most: a costly task's second or third batch before a cheap task's first,
 since a task's later batches save less than its first (`LATER_BATCH_WORTH`, measured on a GPU: docs/benchmarks.md).
@@ -19,6 +21,7 @@ from workbench.plan.tasks import TaskInfo, check_shards
 from workbench.spec import SpecError, TuneSpec
 
 SELECTION = "estimated cost (FLOPs x weight; bytes for data movement)"
+MEASURED = "measured time (default schedule's time x weight)"
 # A task's k-th batch (k = 1, 2, 3, 4): the share of its first batch's saving it adds, as measured over GPU searches
 # with at least k batches (docs/benchmarks.md); beyond the fourth (not measured) taken to fall as 1 / k.
 LATER_BATCH_WORTH = (1.0, 0.55, 0.4, 0.25)
@@ -58,7 +61,7 @@ class Budget:
     trials_per_task: int | None  # cap per task, when the user thinks per task
     tuned: tuple[str, ...]  # tasks that get tuned, costliest first
     default: tuple[str, ...]  # tasks left on their default schedule (outside the budget)
-    tuned_cost_share: float | None  # the tuned tasks' share of the model's estimated cost (None: not estimated)
+    tuned_cost_share: float | None  # the tuned tasks' share of the model's cost as `selection` ranks it
     asked: int | None  # the trials the user gave (None: derived)
     selection: str = SELECTION
     later_batches: tuple[float, ...] | None = None  # LATER_BATCH_WORTH where batches go by worth, else None
@@ -99,16 +102,17 @@ def describe(budget: Budget | dict) -> str:
         budget = budget.to_dict()
     default, n = budget["tasks_default"], budget["tasks_total"]
     share = budget.get("tuned_cost_share")
-    cost = f": {100 * (1 - share):.0f} % of the estimated cost" if share is not None else ""
-    rest = f"; the other {default} keep their default schedule (outside the budget{cost})" if default else ""
+    of = "the measured time" if budget.get("selection") == MEASURED else "the estimated cost"
+    covers = f" ({share:.0%} of {of})" if share is not None and default else ""
+    rest = f"; the other {default} keep their default schedule" if default else ""
     cap = f", at most {budget['trials_per_task']} per task" if budget.get("trials_per_task") else ""
     asked = budget.get("batch_asked", budget["batch"])
     smaller = f" (not {asked}: the budget is below a batch per shard)" if budget["batch"] < asked else ""
     batches = budget["trials"] // budget["batch"]
     spread = bool(budget.get("later_batches")) and bool(default) and batches > budget["tasks_tuned"]
     worth = " (the costliest tasks' later batches before the cheapest tasks' first)" if spread else ""
-    return (f"tuning {budget['tasks_tuned']} of {n} tasks with {budget['trials']} trials per slice in batches of "
-            f"{budget['batch']}{smaller}{cap}{worth}{rest}")
+    return (f"tuning {budget['tasks_tuned']} of {n} tasks{covers} with {budget['trials']} trials per slice in "
+            f"batches of {budget['batch']}{smaller}{cap}{worth}{rest}")
 
 
 def tasks_worth_a_batch(ranked: list[TaskInfo], batches: int, most_each: int | None = None) -> int:
@@ -156,7 +160,8 @@ def plan_budget(tasks: list[TaskInfo], spec: TuneSpec, target: str | None = None
         n_tuned = max(n_tuned, min(n, -(-trials // per_task)))
     tuned, default = ranked[:n_tuned], ranked[n_tuned:]
     total_cost = sum(t.cost for t in ranked) or 1.0
+    selection = MEASURED if all(t.default_us is not None for t in ranked) else SELECTION
     return Budget(trials=trials, batch=batch, batch_asked=asked, trials_per_task=per_task,
                   tuned=tuple(t.name for t in tuned), default=tuple(t.name for t in default),
                   tuned_cost_share=round(sum(t.cost for t in tuned) / total_cost, 4), asked=spec.trials,
-                  later_batches=LATER_BATCH_WORTH if by_worth else None)
+                  selection=selection, later_batches=LATER_BATCH_WORTH if by_worth else None)

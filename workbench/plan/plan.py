@@ -25,22 +25,26 @@ class PlannedTask:
     weight: int
     flops: float
     bytes: float
-    cost: float
+    cost: float  # what ranked it: its measured time in the model (default_us x weight) once timed, else the estimate
     plan: str  # "tune" | "default" (outside the budget)
+    default_us: float | None = None  # its default schedule's time, once the first stage timed it (else estimated)
 
     @property
     def info(self) -> TaskInfo:
-        return TaskInfo(self.name, self.weight, self.flops, self.bytes)
+        return TaskInfo(self.name, self.weight, self.flops, self.bytes, self.default_us)
 
     @classmethod
     def of(cls, task: TaskInfo, tuned: bool) -> PlannedTask:
-        return cls(task.name, task.weight, task.flops, task.bytes, task.cost, "tune" if tuned else "default")
+        return cls(task.name, task.weight, task.flops, task.bytes, task.cost, "tune" if tuned else "default",
+                   task.default_us)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> PlannedTask:
-        info = TaskInfo(d["name"], int(d["weight"]), float(d["flops"]), float(d["bytes"]))
+        us = d.get("default_us")
+        info = TaskInfo(d["name"], int(d["weight"]), float(d["flops"]), float(d["bytes"]),
+                        None if us is None else float(us))
         return cls(info.name, info.weight, info.flops, info.bytes, float(d.get("cost", info.cost)),
-                   str(d.get("plan", "tune")))
+                   str(d.get("plan", "tune")), info.default_us)
 
 
 @dataclass(frozen=True)
@@ -60,6 +64,9 @@ class Plan:
     notes: tuple[str, ...] = ()
     tracker_servers: Mapping[str, Any] | None = None  # what a `--tracker` run's servers said of themselves
     baseline: Mapping[str, Any] | None = None  # what the user would run instead (`results.baseline.Baseline`)
+    # Whether the first stage's defaults were timed and the plan was made again by them (`plan.replan.by_measured`):
+    # the launcher plans by estimate; the supervisor replaces that plan once, before any trial.
+    timed: bool = False
 
     @property
     def trials(self) -> int:
@@ -80,7 +87,7 @@ class Plan:
                 **self.options.to_dict(), "gpus": list(self.gpus), "input_shape": list(self.input_shape),
                 "dtype": self.dtype, "notes": list(self.notes),
                 **({"tracker_servers": dict(self.tracker_servers)} if self.tracker_servers else {}),
-                **({"baseline": dict(self.baseline)} if self.baseline else {})}
+                **({"baseline": dict(self.baseline)} if self.baseline else {}), "timed": self.timed}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Plan:
@@ -92,4 +99,4 @@ class Plan:
                    options=options, gpus=tuple(int(g) for g in d.get("gpus") or ()),
                    input_shape=tuple(int(x) for x in d.get("input_shape") or ()), dtype=str(d.get("dtype", "float32")),
                    notes=tuple(str(n) for n in d.get("notes") or ()), tracker_servers=d.get("tracker_servers") or None,
-                   baseline=d.get("baseline") or None)
+                   baseline=d.get("baseline") or None, timed=bool(d.get("timed", False)))

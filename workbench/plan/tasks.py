@@ -14,11 +14,37 @@ class TaskInfo:
     weight: int
     flops: float
     bytes: float
+    default_us: float | None = None  # its default schedule's measured time, once timed (`measured`)
+
+    @property
+    def estimate(self) -> float:
+        """Estimated cost: FLOPs x weight; data-movement tasks (0 FLOPs) count their bytes."""
+        return self.weight * max(self.flops, self.bytes / 4.0, 1.0)
 
     @property
     def cost(self) -> float:
-        """Estimated cost: FLOPs x weight; data-movement tasks (0 FLOPs) count their bytes."""
-        return self.weight * max(self.flops, self.bytes / 4.0, 1.0)
+        """What ranks and balances the task: its measured time in the model (default time x weight) once timed,
+        else the estimate. A list of tasks is ranked by one or the other, never a mix (`measured`)."""
+        return self.weight * self.default_us if self.default_us is not None else self.estimate
+
+
+def measured(tasks: list[TaskInfo], defaults_us: dict[str, float | None]) -> tuple[list[TaskInfo], list[str]]:
+    """`tasks` costed by their measured default time (µs), and the names of those that were not timed: each of these
+    is given its estimate scaled by the timed tasks' median time per unit of estimate, so that one list is never
+    ranked by a mix of both. Without any timed task, the tasks as they were."""
+    timed = [t for t in tasks if defaults_us.get(t.name) is not None]
+    if not timed:
+        return list(tasks), [t.name for t in tasks]
+    per_unit = sorted(defaults_us[t.name] / (t.estimate / t.weight) for t in timed)  # type: ignore[operator]
+    scale = per_unit[len(per_unit) // 2]
+    out, untimed = [], []
+    for t in tasks:
+        us = defaults_us.get(t.name)
+        if us is None:
+            untimed.append(t.name)
+            us = scale * t.estimate / t.weight
+        out.append(dataclasses.replace(t, default_us=float(us)))
+    return out, untimed
 
 
 MAX_REPLICAS = 8  # search replicas per task, when there are more shards than tasks

@@ -152,6 +152,19 @@ class DefaultsTimed(ShardEvent):
 
 
 @dataclass(frozen=True, kw_only=True)
+class Replanned(SliceEvent):
+    """The run planned again by the defaults the first stage timed (`plan.replan`), before any trial: plan.json
+    now holds that plan, and the shard_planned events after this one say each shard's new share."""
+    KIND = "replanned"
+    plan_line: str = ""  # the new plan's line (`plan.budget.describe`)
+    tuned: list[str] = _list()
+    tuned_share: float | None = None  # the tuned tasks' share of the measured time
+    estimate_share: float | None = None  # what the estimate's plan would have tuned of it
+    untimed: list[str] = _list()  # tasks whose default could not be timed
+    waited_s: float = 0.0  # from the stage's start to the last default timed
+
+
+@dataclass(frozen=True, kw_only=True)
 class IntrinsicsLoaded(ShardEvent):
     """A client registered the target's tensor intrinsics; `loaded_from`: cache, parsed, ..."""
     KIND = "intrinsics"

@@ -30,6 +30,7 @@ from workbench.runs.event_types import (
     Merged,
     MpsStatus,
     Phase,
+    Replanned,
     RunFinished,
     RunStarted,
     ServerLost,
@@ -276,6 +277,11 @@ def describe(e: Event) -> str:
             failed = f", {len(e.errors)} not timed" if e.errors else ""
             return (f"{at}shard {e.shard}: default schedules of {len(timed)} tasks timed in {e.seconds:.1f} s"
                     f"{worst}{failed}")
+        case Replanned():
+            was = (f"; the estimate alone would have tuned {e.estimate_share:.0%} of it"
+                   if e.estimate_share is not None and e.estimate_share != e.tuned_share else "")
+            untimed = f"; {len(e.untimed)} tasks not timed, ranked by their estimate" if e.untimed else ""
+            return f"{at}planned by measured time: {e.plan_line}{was}{untimed}"
         case IntrinsicsLoaded():
             return f"{at}shard {e.shard}: {e.count} tensor intrinsics ({e.loaded_from}, {e.seconds} s)"
         case Phase():

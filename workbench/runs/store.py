@@ -38,7 +38,10 @@ class RunDir:
 
     - spec.json (`write_spec`), plan.json (`write_plan`): the launcher (`tune`, in the kernel or the CLI) writes both
       before any process of the run starts; `resume` rewrites them for a raised budget, only while no supervisor
-      runs, before it starts one. Every process reads them; nothing else writes them.
+      runs, before it starts one. The launcher's plan is by estimate (`Plan.timed` false): the supervisor then
+      replaces plan.json once, when the first stage's clients have timed every default and wait for it, with the
+      plan by measured time (`plan.replan`); the file has one writer at a time, handed over as the supervisor starts.
+      Every process reads them; nothing else writes them.
     - events.jsonl: appended, a whole line per event (`runs.events.EventWriter`), by the run's processes only, each
       under its role as `source`: the supervisor (the run's life: launched, stages, servers, finishing, the end),
       each tuning client (its shard), the telemetry sampler, a sweeper. The kernel and the CLI never write it:

@@ -62,6 +62,9 @@ class ShardJob:
     prewarm: bool = False  # start builder workers during client start-up (pays off with spare cores)
     replica: int = 0  # > 0: an extra search of tasks another shard also tunes, seeded differently
     measure: tuple[str, ...] = ()  # tasks left on their default schedule: only their defaults are timed here
+    # The first stage of a run planned by estimate: time the defaults, then tune what the plan made again by the
+    # measured times gives this shard (`await_plan`), not `tasks`/`trials` as given here.
+    await_plan: bool = False
 
     @property
     def seed(self) -> int | None:
@@ -104,6 +107,30 @@ def previous_progress(database, contexts) -> tuple[dict[str, int], dict[str, flo
     return trials, best
 
 
+PLAN_WAIT_S = 1800.0  # the slowest shard's defaults on a CPU's naive loop nests can take minutes
+
+
+def await_plan(job: ShardJob, timeout: float = PLAN_WAIT_S) -> ShardJob | None:
+    """The job as the plan made again by measured time gives it (see `ShardJob.await_plan`), once the supervisor
+    has written it; None when the supervisor is gone (this client's parent changed) or the plan names no such
+    shard. TimeoutError after `timeout` seconds."""
+    import dataclasses
+
+    folder, parent = store.RunDir(job.run_dir), os.getppid()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        plan = folder.read_plan()
+        if plan is not None and plan.timed:
+            shard = next((s for s in plan.shards if s.index == job.shard), None)
+            return None if shard is None else dataclasses.replace(
+                job, tasks=shard.tasks, trials=shard.trials, measure=shard.measure, replica=shard.replica,
+                await_plan=False)
+        if os.getppid() != parent and not os.environ.get(PARENT_PID_ENV):
+            return None
+        time.sleep(0.25)
+    raise TimeoutError(f"no plan by measured time within {timeout:.0f} s")
+
+
 def wait_for_servers(job: ShardJob, timeout: float = 300.0) -> None:
     """Block until the tracker lists the job's servers (a key with no server would hang tuning)."""
     from workbench.servers.pool import count_servers, tracker_summary
@@ -141,6 +168,14 @@ class StartupClock:
         return {**self.marks, "total": round(sum(self.marks.values()), 2)}
 
 
+def _all_found(job: ShardJob, by_name: dict, events: EventWriter) -> bool:
+    """Whether every task the job names is one of the model's (else an error event says which are not)."""
+    missing = [n for n in (*job.tasks, *job.measure) if n not in by_name]
+    if missing:
+        events.emit(Error(where=f"shard {job.shard}", message=f"tasks not found in the model: {missing}"))
+    return not missing
+
+
 def run(job: ShardJob) -> int:
     startup = StartupClock()
     logging.getLogger("tvm.s_tir.meta_schedule").setLevel(logging.WARNING)
@@ -168,11 +203,8 @@ def run(job: ShardJob) -> int:
         model = load_model(job.spec.model, job.spec.input_shape)
         by_name = {t.task_name: t for t in extract_tasks(model.mod, target)}
         startup.mark("tasks")
-        missing = [n for n in (*job.tasks, *job.measure) if n not in by_name]
-        if missing:
-            events.emit(Error(where=f"shard {job.shard}", message=f"tasks not found in the model: {missing}"))
+        if not _all_found(job, by_name, events):
             return 3
-        mine = [by_name[n] for n in job.tasks]
         if job.options.builder != "local":  # the stock configuration keeps TVM's own (full) import
             from workbench.tuning.intrinsics import load_family
 
@@ -180,8 +212,25 @@ def run(job: ShardJob) -> int:
             events.emit(IntrinsicsLoaded(shard=job.shard, tuned_at=job.tuned_at, loaded_from=report.pop("source"),
                                          **report))
             startup.mark("intrinsics")
+        runner = runners.create(job.options.runner, job.target.kind, tracker=job.tracker, servers=job.runner_workers,
+                                batch=job.spec.trials_per_batch, timeout_s=job.spec.measure_timeout_s,
+                                wait_for_servers=None if job.options.runner == "local"
+                                else lambda: wait_for_servers(job))
+        if job.replica == 0:  # replicas of a task share its default: the first one times it
+            own = [by_name[n] for n in job.tasks] + [by_name[n] for n in job.measure]
+            for times, seconds in timed(time_defaults(own, target, builder, runner, job.spec.trials_per_batch)):
+                events.emit(DefaultsTimed(shard=job.shard, tuned_at=job.tuned_at, **defaults_event(times, seconds)))
+            startup.mark("defaults")
+        if job.await_plan:
+            planned = await_plan(job)
+            if planned is None:
+                return 3
+            job = planned
+            startup.mark("plan")
+            if not _all_found(job, by_name, events):
+                return 3
         contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
-            mine, work_dir=job.work_dir, space="post-order-apply",
+            [by_name[n] for n in job.tasks], work_dir=job.work_dir, space="post-order-apply",
             strategy=strategies.create(job.spec.strategy, job.options.first_round),
             num_threads=1 if same_draws() else job.num_threads, seed=job.seed)
         good_ctx, good_w = [], []
@@ -199,14 +248,6 @@ def run(job: ShardJob) -> int:
             events.emit(ShardFinished(shard=job.shard, tuned_at=job.tuned_at, shard_trials=0, exit_code=0,
                                       note="no tunable task in this shard"))
             return 0
-        runner = runners.create(job.options.runner, job.target.kind, tracker=job.tracker, servers=job.runner_workers,
-                                batch=job.spec.trials_per_batch, timeout_s=job.spec.measure_timeout_s,
-                                wait_for_servers=None if job.options.runner == "local"
-                                else lambda: wait_for_servers(job))
-        if job.replica == 0:  # replicas of a task share its default: the first one times it
-            own = [by_name[n] for n in job.tasks] + [by_name[n] for n in job.measure]
-            for times, seconds in timed(time_defaults(own, target, builder, runner, job.spec.trials_per_batch)):
-                events.emit(DefaultsTimed(shard=job.shard, tuned_at=job.tuned_at, **defaults_event(times, seconds)))
         database = ms.database.JSONDatabase(work_dir=job.work_dir)
         done, best = previous_progress(database, good_ctx)
         remaining = max(0, job.trials - sum(done.values()))

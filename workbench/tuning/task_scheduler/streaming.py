@@ -8,8 +8,10 @@ order (costliest first) for their first batch, and then picks by TVM's gradient 
 (`gradient_based.cc`: alpha x backward-window gain + (1 - alpha) x best / rounds, times the task's
 weight). A resumed shard starts each task's history from its best record so far, so that it does not spend
 a first batch on every task again (on a model of many small tasks, most of a raised budget), and holds each task
-to what the user's `trials_per_task` leaves it (TVM's cap counts this session's trials only). The search inside a
-task is TVM's own.
+to what the user's `trials_per_task` leaves it (TVM's cap counts this session's trials only). A task whose best has
+not improved for `PATIENCE` batches in a row gives its turn to the shard's other tasks while any of them still
+improves (the budget stays the shard's: when all have stalled, the gradient rule picks among all). The search
+inside a task is TVM's own.
 """
 from __future__ import annotations
 
@@ -20,6 +22,9 @@ from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.task_scheduler import PyTaskScheduler
 
 from workbench.units import mean_seconds
+
+PATIENCE = 3  # batches without a better best after which a task yields to tasks that still improve
+IMPROVED = 1e-3  # a best counts as better when it beats the last by more than this fraction (timing jitter)
 
 
 def batch_best(results) -> float:
@@ -42,6 +47,24 @@ def gradient(history: list[float], weight: float, alpha: float, window: int) -> 
     return (alpha * g1 + (1 - alpha) * g2) * weight
 
 
+def pick(live: list[int], history: list[list[float]], stale: list[int], weights: list[float], alpha: float,
+         window: int, rng: random.Random, patience: int = PATIENCE) -> int:
+    """The next task among `live` (indices): the first without a batch yet, in order; else, among the tasks that have
+    improved within their last `patience` batches (all live tasks when none has), the top gradient (ties: `rng`)."""
+    fresh = [i for i in live if not history[i]]
+    if fresh:
+        return fresh[0]
+    moving = [i for i in live if stale[i] < patience] or live
+    grads = {i: gradient(history[i], weights[i], alpha, window) for i in moving}
+    top = max(grads.values())
+    return rng.choice([i for i, g in grads.items() if g == top])
+
+
+def stalled(previous: float, now: float) -> bool:
+    """Whether a batch left a task's best where it was (`now` no better than `previous` by IMPROVED)."""
+    return not now < previous * (1 - IMPROVED)
+
+
 @derived_object
 class StreamingScheduler(PyTaskScheduler):
     """See the module docstring. `seed` breaks ties between equal gradients (-1: unseeded)."""
@@ -60,6 +83,7 @@ class StreamingScheduler(PyTaskScheduler):
         self.window = window_size
         self.rng = random.Random(None if seed < 0 else seed)
         self.history: list[list[float]] = []  # per task: its best latency after each joined batch
+        self.stale: list[int] = []  # per task: its batches in a row that left its best where it was
         self.sent: int | None = None  # the task whose batch is out (sent to the runner, not joined)
 
     def next_task_id(self) -> int:
@@ -67,6 +91,7 @@ class StreamingScheduler(PyTaskScheduler):
         if not self.history:
             self.history = [[self.prior[t.ctx.task_name]] if t.ctx.task_name in self.prior else [] for t in tasks]
             self.left = [math.inf if self.cap is None else self.cap - self.done.get(t.ctx.task_name, 0) for t in tasks]
+            self.stale = [0] * len(tasks)
         if self.sent is not None:
             task, self.sent = self.sent, None
             if tasks[task].runner_futures is not None:  # None: its search ended and it was terminated
@@ -74,17 +99,13 @@ class StreamingScheduler(PyTaskScheduler):
         live = [i for i, t in enumerate(tasks) if not t.is_terminated and self.left[i] > 0]
         if not live:
             return -1
-        fresh = [i for i in live if not self.history[i]]
-        if fresh:
-            pick = fresh[0]
-        else:
-            grads = {i: gradient(self.history[i], float(tasks[i].task_weight), self.alpha, self.window) for i in live}
-            top = max(grads.values())
-            pick = self.rng.choice([i for i, g in grads.items() if g == top])
-        self.sent = pick
-        return pick
+        self.sent = pick(live, self.history, self.stale, [float(t.task_weight) for t in tasks], self.alpha,
+                         self.window, self.rng)
+        return self.sent
 
     def _joined(self, task: int, results) -> None:
         previous = self.history[task][-1] if self.history[task] else math.inf
-        self.history[task].append(min(previous, batch_best(results)))
+        now = min(previous, batch_best(results))
+        self.stale[task] = self.stale[task] + 1 if stalled(previous, now) else 0
+        self.history[task].append(now)
         self.left[task] -= len(results)
