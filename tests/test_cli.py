@@ -53,7 +53,7 @@ def test_follow_prints_plain_lines_off_a_terminal(tmp_path) -> None:
     proc = _cli(home, "show", run_id, "--follow")
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
-    assert "slice 50 %: shard 0    2/4 fused_matmul_add_relu: best 5.0 us" in out
+    assert "slice 50 %: shard 0    2/4 fused_matmul_add_relu: best 5.00 us" in out
     assert "slice 100 %: shard 1 finished: 4 trials" in out and f"run {run_id}: done" in out
     assert "\r" not in out and "all shards" not in out and "trial/s" not in out
 
@@ -82,11 +82,47 @@ def test_results_and_sweep_give_the_spread_and_warn_of_a_busy_machine(tmp_path) 
     proc = _cli(home, "show", run_id)
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
-    assert "412.0 us ± 10.0 (IQR)" in out and "500.0 us ± 20.0 (IQR)" in out  # one unit, by magnitude
+    assert "model (us)" in out and "412 ± 10" in out and "500 ± 20" in out  # one unit, by magnitude, in the header
     warnings = [line for line in out.splitlines() if "machine busy" in line]
     assert warnings == ["WARNING: slice 50 %: machine busy while timing: other processes used 1.3 cores; numbers "
                         "may be noisy"]
     assert "0.550 ± 0.010" in out and "recommendation: Tune at 50%" in out
+
+
+def _block(out: str, head: str) -> list[str]:
+    """The lines of `out` from the one starting with `head` to the next blank line."""
+    lines = out.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(head))
+    end = next((i for i in range(start, len(lines)) if not lines[i].strip()), len(lines))
+    return lines[start:end]
+
+
+def test_the_results_and_task_tables_fit_100_columns_and_wide_shows_every_column(tmp_path) -> None:
+    """A run compared with a baseline of a long name, on a model of long task names: the tables a terminal shows fit
+    100 columns (narrow headers, one unit named in them, the baseline's name under the table), speedups read 'x
+    faster' or 'x slower'; --wide gives every column of `Run.results_table()`; the run ends with its headline."""
+    home = str(tmp_path)
+    run_id = make_run(home)
+    path = tmp_path / "runs" / run_id / "results.json"
+    results = json.loads(path.read_text())
+    for row in results:
+        row.update(tuned_ms=0.00379, tuned_iqr_ms=0.00003, untuned_ms=0.00412, untuned_iqr_ms=0.0004,
+                   speedup=0.00412 / 0.00379, verdict="faster", kept="tuned", busy_cores=0.1,
+                   baseline="PyTorch eager fp32 (a PyTorch twin of mlp-small)", baseline_ms=0.074,
+                   baseline_iqr_ms=0.0075, vs_baseline=0.074 / 0.00379, vs_baseline_verdict="faster")
+    path.write_text(json.dumps(results))
+    out = _cli(home, "show", run_id).stdout
+    table = _block(out, "results:")
+    assert max(len(line) for line in table) <= 100, "\n".join(table)
+    assert "vs baseline" in table[1] and "model (us)" in table[1] and "19.5x faster" in table[2]
+    assert "1.09x faster" in table[2] and "baseline: PyTorch eager fp32 (a PyTorch twin of mlp-small)" in table
+    tasks = _block(out, "tasks tuned at 50%")
+    assert max(len(line) for line in tasks) <= 100 and "speedup" in tasks[1] and "gain" not in tasks[1]
+    said = out.strip().splitlines()[-2:]
+    assert said[0].startswith("mlp-small at 50 %: 74.0 us → 3.79 us, 19.5x faster than PyTorch eager fp32")
+    assert all(len(line) <= 100 for line in said)
+    wide = _block(_cli(home, "show", run_id, "--wide").stdout, "results:")
+    assert "other processes' cores while timing" in wide[1] and max(len(line) for line in wide) > 100
 
 
 def test_a_real_sweep_times_each_core_count_once(tmp_path) -> None:

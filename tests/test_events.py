@@ -31,7 +31,7 @@ def test_events_are_written_as_their_dataclasses_and_read_back(tmp_path):
     assert isinstance(unknown, ev.Unknown) and unknown.kind == "no_such_kind"
     with open(path) as f:
         assert "shard_trials" in f.readline()  # what the writer wrote: today's names
-    assert describe(got) == "slice 50 %: shard 0    6/8 a: best 2.0 us, shard estimate -"
+    assert describe(got) == "slice 50 %: shard 0    6/8 a: best 2.00 us, shard estimate -"
 
 
 def test_emit_refuses_what_the_schema_does_not_know(tmp_path):
@@ -68,7 +68,7 @@ def test_timings_read_from_older_logs_have_no_busy_reading_and_say_their_spread(
     old = parse({"t": 1.0, "kind": "timed", "source": "supervisor", "tuned_at": 50, "tuned_ms": 0.412,
                  "tuned_iqr_ms": 0.01, "untuned_ms": 0.5, "untuned_iqr_ms": 0.02, "speedup": 1.21, "verdict": "faster"})
     assert isinstance(old, ev.Timed) and old.busy_cores is None
-    assert describe(old) == "slice 50 %: model 0.412 ms ± 0.010 (IQR); 1.21x faster than TVM untuned (0.500 ms)"
+    assert describe(old) == "slice 50 %: model 412 us ± 10 (IQR); 1.21x faster than TVM untuned (500 us)"
     point = parse({"t": 1.0, "kind": "sweep_point", "tuned_at": 50, "inferred_at": 30, "latency_ms_median": 33.4,
                    "latency_ms_iqr": 0.2})
     assert isinstance(point, ev.SweepPoint) and point.stands_for == [] and "busy" not in describe(point)

@@ -11,7 +11,14 @@ from fake_engine import FINISH_S, hold_back_slice, make_run
 import workbench
 from workbench.plan.plan import Plan
 from workbench.runs import event_types as ev
-from workbench.runs.progress import FINISH_GUESS_BASE_S, FINISH_GUESS_PER_TASK_S, overall, shard_progress
+from workbench.runs.progress import (
+    FINISH_GUESS_BASE_S,
+    FINISH_GUESS_PER_TASK_S,
+    FIRST_BATCH_GUESS_S,
+    GUESS_S_PER_TRIAL_CPU,
+    overall,
+    shard_progress,
+)
 from workbench.spec import TuneSpec
 
 SPEC = TuneSpec(model="mlp-small", slices=(50, 100), servers=1, shards=2, trials=16, trials_per_batch=4)
@@ -61,7 +68,22 @@ def test_rate_and_eta_come_from_the_batches_and_count_down_between_them():
     etas = [shard_progress(events, ended=False, now=now).eta_s.iloc[0] for now in (10.0, 12.0, 14.0)]
     assert etas == [10.0, 8.0, 6.0]
     first = overall(START + _tuning(50, 0.0, []), PLAN, SPEC, "running", now=5.0)
-    assert first.rate is None and first.eta_s is None and "first batch" in first.describe()
+    # before the first batch the ETA is a guess (the clients' start, then the trials), said to be one
+    guess = FIRST_BATCH_GUESS_S + 32 * GUESS_S_PER_TRIAL_CPU - 5.0 + 2 * GUESS_S
+    assert first.rate is None and first.guessed and first.eta_s == pytest.approx(guess)
+    assert "a guess until the first batch" in first.describe() and "no batch measured yet" in first.note
+
+
+def test_the_whole_run_bar_moves_before_the_first_batch_and_is_full_when_every_trial_is_in():
+    """One batch per shard: the bar follows the expected rate between batches instead of sitting at 0 % and jumping;
+    it never draws more than the batches in flight, and is full at 16/16 trials while finishing is left."""
+    spec = SPEC.replace(slices=(100,))
+    tuning = START + _tuning(100, 0.0, [])
+    drawn = [overall(tuning, PLAN, spec, "running", now=t).drawn for t in (0.0, 1.0, 2.0, 60.0)]
+    assert drawn[0] == 0.0 and 0 < drawn[1] < drawn[2] <= 8 / 16  # two shards of one batch of 4 in flight
+    assert drawn[3] == pytest.approx(8 / 16)
+    batched = overall(START + _tuning(100, 0.0, [10.0, 20.0]), PLAN, spec, "running", now=21.0)
+    assert (batched.done, batched.total) == (16, 16) and batched.drawn == 1.0 and batched.phase == "tuning"
 
 
 def test_eta_includes_finishing_measured_on_the_runs_own_slices_and_the_rate_skips_the_gaps():
@@ -166,7 +188,7 @@ def test_each_budget_shows_its_model_and_what_the_raise_gained():
     assert list(zip(df.trials, df.tuned_at)) == [(320, 25), (320, 100), (640, 100), (960, 100)]
     assert df.gain.iloc[2] == pytest.approx(0.8199 / 0.7310) and df.gain_verdict.iloc[2] == "faster"
     assert df.gain_verdict.iloc[3] == "within noise"  # 1.3 us apart, IQR 1.7 us
-    assert budget_line(df) == ("Tuned on, at 100 %: 320 -> 640 -> 960 trials, 819.9 -> 731.0 -> 729.7 us; "
+    assert budget_line(df) == ("Tuned on, at 100 %: 320 -> 640 -> 960 trials, 820 -> 731 -> 730 us; "
                                "the last raise changed it within the timing noise (1.00x)")  # 25 %: not raised
     assert budget_line(df.iloc[:3]).endswith("the last raise made it 1.12x faster")
     slower = budget_history([as_dict(e) for e in events[:3] + [timed(2.0, 100, 0.7310, 0.0005)] + events[4:6]

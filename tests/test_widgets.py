@@ -22,17 +22,10 @@ from fake_engine import SWEEP, hold_back_slice, make_run
 import workbench
 from widgets import Panel, recommend_tuning_slice, slowdown_matrix
 from widgets.analysis import downsample, fmt_us, phase_spans, time_unit
-from widgets.figures import (
-    CURVE_TITLE,
-    make_live_figure,
-    make_sweep_figure,
-    persist,
-    reset_live_figure,
-    update_live_figure,
-    update_sweep_figure,
-)
+from widgets.figures import CURVE_TITLE, make_live_figure, persist, reset_live_figure, update_live_figure
 from widgets.form import ONNX
 from widgets.progress import ShardBars
+from widgets.sweep_figure import make_sweep_figure, update_sweep_figure
 from widgets.tasks import plan_line, short_task, sort_tasks, top_tasks
 from workbench import in_unit
 from workbench.runs.progress import Overall
@@ -151,14 +144,42 @@ def test_sweep_figure_from_hand_made_sweep() -> None:
     assert z == [[1.10, 0.55, 0.36], [1.50, 0.58, 0.30]]
     heat = [tr for tr in fig.data if tr.type == "heatmap"][0]
     assert list(heat.x) == ["25%", "50%", "100%"] and list(heat.y) == ["50%", "100%"]
-    assert heat.customdata[1][2] == pytest.approx(1.0)
+    assert heat.customdata[1][2] == "the best in its column" and list(heat.text[1]) == ["1.50", "0.580", "0.300"]
+    # colour: each cell against its column's best, 1 where within the timing noise of it (0.55 vs 0.58 ms, IQR 0.01)
+    assert heat.z[0][0] == 1.0 and heat.z[1][0] == pytest.approx(1.5 / 1.1)
+    assert heat.z[1][1] == pytest.approx(0.58 / .55)
+    assert heat.zmin == 1.0 and "within noise" in heat.colorbar.title.text
     lines = {tr.name: tr for tr in fig.data if tr.type == "scatter"}
     assert set(lines) == {"tuned at 50% (recommended)", "tuned at 100%"}
     assert list(lines["tuned at 100%"].y) == [1.50, 0.58, 0.30]
+    # error bars from the quartiles' place (here: none kept, so half the IQR each way), never below zero
+    assert lines["tuned at 100%"].error_y.symmetric is False and list(lines["tuned at 100%"].error_y.array) == \
+        pytest.approx([0.015, 0.005, 0.005])
     assert lines["tuned at 50% (recommended)"].line.width > lines["tuned at 100%"].line.width
     (outline,) = fig.layout.shapes
     assert (outline.y0, outline.y1) == (-0.5, 0.5)  # around the first heatmap row: tuned at 50%
-    assert heat.colorbar.title.text == "ms" and fig.layout.annotations[1].text == "Median latency (ms)"
+    assert " ms<br>" in heat.hovertemplate and fig.layout.annotations[1].text == "Median latency (ms)"
+
+
+def test_sweep_error_bars_come_from_the_quartiles_and_every_asked_slice_has_a_point() -> None:
+    """A skewed timing draws a skewed bar that never reaches below zero; on a CPU, the asked slices that run on the
+    same cores as a timed one are drawn open at that timing, and the note above the charts says why."""
+    sweep = pd.DataFrame({"tuned_at": [100, 100], "inferred_at": [50, 100], "latency_ms_median": [0.004, 0.003],
+                          "latency_ms_iqr": [0.006, 0.001], "latency_ms_q1": [0.0035, 0.0025],
+                          "latency_ms_q3": [0.0095, 0.0035], "cores": [[0], [0, 1]],
+                          "stands_for": [[10, 20, 30, 50], [70, 100]]})
+    fig = make_sweep_figure()
+    update_sweep_figure(fig, sweep, None, "Open points share their cores with a timed slice")
+    (line,) = [tr for tr in fig.data if tr.type == "scatter"]
+    assert list(line.x) == [10, 20, 30, 50, 70, 100]  # every asked slice
+    assert list(line.marker.symbol) == ["circle-open"] * 3 + ["circle", "circle-open", "circle"]
+    assert "same cores as 50 %" in line.text[0] and line.text[3] == "timed at 50 % (1 cores)"
+    ups, downs = list(line.error_y.array), list(line.error_y.arrayminus)
+    assert ups[3] == pytest.approx(5.5) and downs[3] == pytest.approx(0.5)  # q3 - median, median - q1 (us)
+    assert all(y - d >= 0 for y, d in zip(line.y, downs))  # never below zero
+    assert fig.layout.annotations[2].text == "Open points share their cores with a timed slice"
+    heat = next(tr for tr in fig.data if tr.type == "heatmap")
+    assert heat.colorbar.title.text.startswith("x its column") or "within" in heat.colorbar.title.text
 
 
 def _curve(rows: list[tuple[str, int, float | None, float]]) -> pd.DataFrame:
@@ -177,7 +198,7 @@ def test_one_latency_unit_per_view() -> None:
     z = update_sweep_figure(fig, small, recommend_tuning_slice(small))
     assert z[1] == pytest.approx([15.0, 5.8, 3.0])
     heat = next(tr for tr in fig.data if tr.type == "heatmap")
-    assert heat.colorbar.title.text == "us" and " us" in heat.hovertemplate and "ms" not in heat.hovertemplate
+    assert " us<br>" in heat.hovertemplate and " ms" not in heat.hovertemplate
     assert fig.layout.annotations[1].text == "Median latency (us)"
     assert fig.layout.yaxis.title.text == "median latency (us)"
     assert list(next(tr for tr in fig.data if tr.name == "tuned at 100%").y) == pytest.approx([15.0, 5.8, 3.0])
@@ -196,7 +217,7 @@ def test_one_latency_unit_per_view() -> None:
     rows = bars.update(pd.DataFrame([{"tuned_at": 100, "shard": k, "state": "running", "trials_done": 4,
                                       "trials_budget": 8, "elapsed_s": 5.0, "eta_s": 5.0, "est_shard_us": us}
                                      for k, us in enumerate((500.0, 1500.0))]))
-    assert ["best so far 0.500 ms" in rows[0]["text"], "best so far 1.500 ms" in rows[1]["text"]] == [True, True]
+    assert ["estimate 0.500 ms" in rows[0]["text"], "estimate 1.50 ms" in rows[1]["text"]] == [True, True]
     # the results table: tuned and untuned in one unit, named as such
     res = [{"tuned_at": 50, "tuned_ms": 0.006, "untuned_ms": 0.0062, "speedup": 1.03},
            {"tuned_at": 100, "tuned_ms": 0.9, "untuned_ms": 1.2, "speedup": 1.33}]
@@ -502,7 +523,7 @@ def test_attached_finished_run_with_sweep(home, tmp_path) -> None:
     assert "speedup vs untuned" in p._results.value and "kept_default" not in p._results.value  # readable headers
     # where the shards' tuning went, per tuning slice, from their profiles (2 shards x 10 s, 20 % sampling, ...)
     assert ("Time spent tuning, at 50 %: search 50 % (initial population 20 %, evolution 30 %), build 25 %, "
-            "measure 10 %, cost model update 5 %, other 10 % of 20 shard-seconds; at 100 %: ") \
+            "measure 10 %, cost model update 5 %, other 10 % of 20 s of tuning in all clients; at 100 %: ") \
         in p._results.value and "wb-time-spent" in p._results.value
     assert snap["overall"]["fraction"] == 1.0 and snap["overall"]["state"] == "done"
     # two tasks: both drawn, both in the table, nothing left over
@@ -674,8 +695,8 @@ def test_live_figure_has_a_utilisation_trace_per_gpu() -> None:
 # -- many tasks: Finish, the task table, the top-task curves, the plan line ---------------------------------
 
 def test_time_and_name_helpers() -> None:
-    assert fmt_us(5.0) == "5.0 us" and fmt_us(1234.5) == "1.234 ms" and fmt_us(float("nan")) == "-"
-    assert fmt_us(5.0, "ms") == "0.005 ms" and fmt_us(1500.0, "us") == "1500.0 us"
+    assert fmt_us(5.0) == "5.00 us" and fmt_us(1234.5) == "1.23 ms" and fmt_us(float("nan")) == "-"
+    assert fmt_us(5.0, "ms") == "0.00500 ms" and fmt_us(1500.0, "us") == "1500 us" and fmt_us(0.336) == "0.336 us"
     assert time_unit([3.0, None, 999.0]) == "us" and time_unit([3.0, 1000.0]) == "ms" and time_unit([]) == "us"
     with pytest.raises(ValueError):
         fmt_us(1.0, "s")
@@ -688,8 +709,10 @@ def test_time_and_name_helpers() -> None:
 def test_plan_line() -> None:
     budget = {"trials": 96, "batch": 16, "trials_per_task": None, "tasks_total": 62, "tasks_tuned": 12,
               "tasks_default": 50, "tuned_cost_share": 0.8}
-    assert plan_line(budget) == ("tuning 12 of 62 tasks with 96 trials per slice in batches of 16; the other 50 "
-                                 "keep their default schedule (outside the budget: 20 % of the estimated cost)")
+    assert plan_line(budget) == ("tuning 12 of 62 tasks (80% of the estimated cost) with 96 trials per slice in "
+                                 "batches of 16; the other 50 keep their default schedule")
+    measured = {**budget, "selection": "measured time (default schedule's time x weight)"}
+    assert plan_line(measured).startswith("tuning 12 of 62 tasks (80% of the measured time) with 96 trials")
     assert plan_line({**budget, "tasks_tuned": 62, "tasks_default": 0, "trials_per_task": 8}) == \
         "tuning 62 of 62 tasks with 96 trials per slice in batches of 16, at most 8 per task"
     assert plan_line(budget, active=False).startswith("plan: tuning 12 of 62 tasks")
@@ -750,17 +773,18 @@ def test_one_overall_bar_with_a_fixed_total_above_shard_bars_that_explain_their_
     p = Panel(run_id)
     snap = p.snapshot()
     assert (snap["overall"]["done"], snap["overall"]["total"]) == (8, 16) and "8/16 trials" in snap["status"]
-    first = p.bars.widget.children[0].children
-    assert first[0].value == "whole run" and first[1].max == 16 + 8  # trials + 4 finishing steps per slice
+    first = p.bars.overall_widget.children[0].children  # the whole run's bar stands alone at the top
+    assert first[0].value == "whole run" and first[1].max == 1000 and first[1].value == 500  # 8 of 16 trials
     assert "ETA =" in snap["overall"]["tooltip"] and "measured on slice 50%" in snap["overall"]["tooltip"]
     release()
     p.refresh(force=True)
     snap = p.snapshot()
     assert (snap["overall"]["done"], snap["overall"]["total"]) == (16, 16) and "16/16 trials" in snap["status"]
     assert "tuning @100%" in snap["overall"]["text"] and "ETA" in snap["overall"]["text"]
-    assert p.bars.widget.children[0].children[0].value == "whole run" and len(p.bars.widget.children) == 5
+    assert snap["overall"]["drawn"] == 1.0 and first[1].value == 1000  # 16/16 trials: drawn full while finishing
+    assert len(p.bars.widget.children) == 4 and not snap["sections"]["shards"]  # the shards' bars, folded
     row = snap["progress"][-1]
-    assert "best so far 0.5 us (1 of 1 tasks)" in row["text"] and "estimate" not in row["text"]
+    assert "tuning estimate 0.500 us (1 of 1 tasks)" in row["text"] and "best so far" not in row["text"]
     assert "fastest schedules" in row["tooltip"] and p.bars.widget.children[-1].children[2].tooltip == row["tooltip"]
     p.close()
 
@@ -778,12 +802,15 @@ def test_a_reset_leaves_no_widget_that_cannot_give_its_state() -> None:
     bars = ShardBars()
     for shards in ((), (0,), (0, 1)):
         bars.update(pd.DataFrame([{**shard, "shard": k} for k in shards]), overall)
-    assert [row.children[0].value for row in bars.widget.children] == ["whole run", "100% shard 0", "100% shard 1"]
+    assert [row.children[0].value for row in bars.overall_widget.children] == ["whole run"]
+    assert [row.children[0].value for row in bars.widget.children] == ["100% shard 0", "100% shard 1"]
     bars.reset()
     left = set(ipywidgets.Widget.get_manager_state()["state"]) - before
-    assert left == {bars.widget.model_id, bars.widget.layout.model_id}, "the rows' widgets outlived the reset"
-    bars.widget.layout.close()
-    bars.widget.close()
+    boxes = (bars.widget, bars.overall_widget)
+    assert left == {m for b in boxes for m in (b.model_id, b.layout.model_id)}, "the rows' widgets outlived the reset"
+    for box in boxes:
+        box.layout.close()
+        box.close()
 
 
 def _shares(rows: list[dict]) -> list[float]:
@@ -801,13 +828,14 @@ def test_task_table_of_a_60_task_run(home) -> None:
     assert [r["task"] for r in rows] == by_share["task"].head(15).tolist()
     assert _shares(rows) == sorted(_shares(rows), reverse=True) and _shares(rows)[0] > 10
     rest = 100 * by_share["share"].iloc[15:].sum()
-    assert snap["tasks_more"] == f"… and 45 more tasks ({rest:.1f} % of the time)"
+    assert snap["tasks_more"] == f"… and 45 more tasks ({rest:.1f} % of the time)" if rest < 10 else \
+        f"… and 45 more tasks ({rest:.0f} % of the time)"
     # one unit per table (these tasks take milliseconds), speedup = default / best
     assert {r[c].split()[-1] for r in rows for c in ("default", "best") if r[c] != "-"} == {"ms"}
     top = by_share.iloc[0]
-    assert rows[0]["speedup"] == f"{top.default_us / top.best_us:.2f}x"
+    assert rows[0]["speedup"] == f"{top.default_us / top.best_us:.2f}x faster"
     kept = [r for r in rows if r["state"] == "tuned (default kept)"]
-    assert kept and all(float(r["speedup"][:-1]) < 1 for r in kept)
+    assert kept and all(r["speedup"].endswith("x slower") for r in kept)
     assert {r["state"] for r in rows} >= {"tuned", "default"}
     value = p.task_table.view.value
     assert "<table class='wb-tasks'" in value and value.count("<tr>") == 16 and "wb-tasks-more" in value
@@ -845,7 +873,7 @@ def test_task_table_of_a_60_task_run(home) -> None:
     p.refresh(force=True)
     assert p.task_table.renders == renders + 1
     row = p.snapshot()["tasks"][0]
-    assert row["task"] == first and row["best"] == "0.010 ms" and row["trials"] == "6"
+    assert row["task"] == first and row["best"] == "0.0100 ms" and row["trials"] == "6"
     p.close()
 
 
@@ -892,25 +920,33 @@ def test_top_tasks_without_shares_rank_by_best_times_weight() -> None:
     assert sorted(tr.name for tr in _task_traces(fig)) == [f"t{i} @100%" for i in range(5)]
 
 
-def test_the_status_line_states_the_result_first_and_warns_below_1x():
+def test_the_headline_states_the_result_baseline_first_and_warns_without_a_gain():
     import pandas as pd
 
-    from widgets.panel_views import result_line
+    from widgets.panel_views import headline_html
+    from workbench.runs.headline import headline
 
-    faster = pd.DataFrame([{"tuned_at": 50, "tuned_ms": 0.08, "untuned_ms": 0.19, "speedup": 2.375,
-                            "verdict": "faster", "kept": "tuned"},
-                           {"tuned_at": 100, "tuned_ms": 0.09, "untuned_ms": 0.19, "speedup": 2.11,
-                            "verdict": "faster", "kept": "tuned"}])
-    said, warn = result_line(faster)
-    assert not warn and said == "best model 80.0 us (tuned at 50 %): 2.38x faster than TVM untuned (190.0 us)"
+    faster = pd.DataFrame([{"tuned_at": 50, "model": "mlp-small", "tuned_ms": 0.08, "untuned_ms": 0.19,
+                            "speedup": 2.375, "verdict": "faster", "kept": "tuned"},
+                           {"tuned_at": 100, "model": "mlp-small", "tuned_ms": 0.09, "untuned_ms": 0.19,
+                            "speedup": 2.11, "verdict": "faster", "kept": "tuned"}])
+    said = headline(faster)
+    assert not said.warn and said.text == "mlp-small at 50 %: 190 us → 80.0 us, 2.38x faster than TVM untuned"
     against = faster.assign(baseline="PyTorch eager fp32 (TF32 off)", baseline_ms=0.12, vs_baseline=1.5,
                             vs_baseline_verdict="faster")
-    said, warn = result_line(against)  # what the user would run instead comes first
-    assert not warn and said == ("best model 80.0 us (tuned at 50 %): 1.50x faster than PyTorch eager fp32 (TF32 off) "
-                                 "(120.0 us); 2.38x faster than TVM untuned (190.0 us)")
-    slower = pd.DataFrame([{"tuned_at": 100, "tuned_ms": 0.54, "untuned_ms": 0.19, "speedup": 0.3517,
-                            "verdict": "slower", "kept": "untuned"}])
-    said, warn = result_line(slower)
-    assert warn and "timed slower than its untuned one" in said and "more trials" in said
-    assert said.startswith("model 190.0 us (tuned at 100 %)")  # what ships: the untuned build
-    assert result_line(pd.DataFrame()) == ("", False)
+    said = headline(against)  # what the user would run instead comes first
+    assert not said.warn and said.text == ("mlp-small at 50 %: 120 us → 80.0 us, 1.50x faster than PyTorch eager fp32 "
+                                           "(TF32 off); 2.38x faster than TVM untuned")
+    assert "color:#2e7d32" in headline_html(said) and "1.50x faster" in headline_html(said)
+    slower = pd.DataFrame([{"tuned_at": 100, "model": "m.onnx", "tuned_ms": 0.54, "untuned_ms": 0.19,
+                            "speedup": 0.3517, "verdict": "slower", "kept": "untuned"}])
+    said = headline(slower)
+    assert said.warn and said.text == ("m at 100 %: 190 us, TVM's tuned build timed slower than its untuned one, so "
+                                       "the untuned build is kept")  # what ships: the untuned build
+    none = slower.assign(verdict="no tuned schedule", tuned_ms=0.19, speedup=1.0, baseline="onnxruntime",
+                         baseline_ms=0.2, vs_baseline=0.2 / 0.19, vs_baseline_verdict="within noise")
+    said = headline(none)
+    assert said.warn and said.text == ("m at 100 %: 200 us → 190 us, as fast as onnxruntime within the timing noise "
+                                       "(1.05x); no tuned schedule beat the defaults, so the model is TVM's untuned "
+                                       "build")
+    assert headline(pd.DataFrame()).text == "" and headline_html(headline(pd.DataFrame())) == ""

@@ -9,7 +9,16 @@ import math
 
 import pandas as pd
 
-from workbench import Recommendation, fmt_seconds, fmt_us, recommend_tuning_slice, slowdown_matrix, time_unit  # noqa: F401 - the panel's names
+from workbench import (  # noqa: F401 - the panel's names
+    Recommendation,
+    fmt_ratio,
+    fmt_seconds,
+    fmt_share,
+    fmt_us,
+    recommend_tuning_slice,
+    slowdown_matrix,
+    time_unit,
+)
 
 
 def downsample(df: pd.DataFrame, max_points: int) -> pd.DataFrame:

@@ -19,7 +19,7 @@ from traitlets import observe
 
 from workbench import in_unit, time_unit
 
-from .analysis import Recommendation, downsample, phase_spans
+from .analysis import downsample, phase_spans
 from .tasks import MAX_TASK_TRACES, short_task
 
 PALETTE = qualitative.Plotly
@@ -29,9 +29,11 @@ PHASE_COLORS = {"servers": "#8d6e63", "tuning": "#42a5f5", "merging": "#ab47bc",
 TELEMETRY_TRACES = ("CPU %", "GPU0 SM %", "GPU0 memory MiB")
 CURVE_TITLE = "Best latency vs trials (log scale)"
 FIG_WIDTH = 900
+LEGEND_WIDTH = 230  # the live figure's right margin, where each chart's legend stands
 MIN_LABEL_FRACTION = 0.07  # phases narrower than this share of the time axis get no text label
 UTIL_TITLE = "Utilisation and phases"
 HEATMAP_PLACEHOLDER = {"z": [[None]], "x": [], "y": []}  # what an empty heatmap is drawn from (plotly can)
+
 
 
 class PanelFigure(go.FigureWidget):
@@ -87,14 +89,17 @@ def make_live_figure() -> go.FigureWidget:
                         specs=[[{}], [{"secondary_y": True}]], subplot_titles=(CURVE_TITLE, UTIL_TITLE))
     fw = PanelFigure(fig)
     fw.add_trace(go.Scatter(name=TELEMETRY_TRACES[0], mode="lines", line=dict(color="#1f77b4", width=1.5),
-                            x=[], y=[], legendgroup="util"), row=2, col=1)
+                            x=[], y=[], legendgroup="util", legend="legend2"), row=2, col=1)
     fw.add_trace(go.Scatter(name=TELEMETRY_TRACES[1], mode="lines", line=dict(color="#2ca02c", width=1.5),
-                            x=[], y=[], legendgroup="util"), row=2, col=1)
+                            x=[], y=[], legendgroup="util", legend="legend2"), row=2, col=1)
     fw.add_trace(go.Scatter(name=TELEMETRY_TRACES[2], mode="lines", line=dict(color="#d62728", width=1, dash="dot"),
-                            x=[], y=[], legendgroup="util"), row=2, col=1, secondary_y=True)
-    fw.update_layout(height=660, width=FIG_WIDTH, margin=dict(l=60, r=60, t=40, b=40), template="plotly_white",
-                     legend=dict(orientation="h", x=0, y=-0.12, yanchor="top", font=dict(size=10)),
-                     uirevision="keep")
+                            x=[], y=[], legendgroup="util", legend="legend2"), row=2, col=1, secondary_y=True)
+    # each chart's legend beside it, at the top of its own rows: the curves' by the curves, utilisation's by it
+    top1, top2 = fw.layout.yaxis.domain[1], fw.layout.yaxis2.domain[1]
+    fw.update_layout(height=660, width=FIG_WIDTH, margin=dict(l=60, r=LEGEND_WIDTH, t=40, b=40),
+                     template="plotly_white", uirevision="keep",
+                     legend=dict(x=1.02, y=top1, xanchor="left", yanchor="top", font=dict(size=10)),
+                     legend2=dict(x=1.09, y=top2, xanchor="left", yanchor="top", font=dict(size=10)))
     fw.update_yaxes(type="log", title_text="latency (us)", exponentformat="none", row=1, col=1)
     fw.update_xaxes(title_text="trials measured (all tasks of the slice)", rangemode="tozero", row=1, col=1)
     fw.update_xaxes(title_text="seconds since the run started", rangemode="tozero", row=2, col=1)
@@ -262,96 +267,9 @@ def _update_extra_gpus(fig: go.FigureWidget, tele: pd.DataFrame, x: list[float])
         if gpu not in traces:
             fig.add_trace(go.Scatter(name=f"GPU{gpu} SM %", meta={"gpu": gpu}, mode="lines", x=[], y=[],
                                      line=dict(color=PALETTE[(gpu + 2) % len(PALETTE)], width=1.5),
-                                     legendgroup="util"), row=2, col=1)
+                                     legendgroup="util", legend="legend2"), row=2, col=1)
             traces[gpu] = fig.data[-1]
         traces[gpu].x, traces[gpu].y = x, tele[f"gpu{gpu}_sm_util"].tolist()
-
-
-# -- sweep figure -----------------------------------------------------------------------------------
-
-def make_sweep_figure() -> go.FigureWidget:
-    """Left: latency vs inference slice, one line per tuning slice; right: heatmap tuned_at x inferred_at."""
-    fig = make_subplots(rows=1, cols=2, column_widths=[0.55, 0.45], horizontal_spacing=0.14,
-                        subplot_titles=("Latency vs inference slice", "Median latency"))
-    fw = PanelFigure(fig)
-    fw.add_trace(go.Heatmap(name="latency", **HEATMAP_PLACEHOLDER, colorscale="Viridis", meta="heatmap",
-                            texttemplate="%{z:.3g}", colorbar=dict(x=1.02, len=0.9)), row=1, col=2)
-    fw.update_layout(height=420, width=FIG_WIDTH, template="plotly_white", margin=dict(l=60, r=40, t=50, b=50),
-                     legend=dict(orientation="h", y=-0.22), uirevision="keep")
-    fw.update_xaxes(title_text="inference slice (%)", row=1, col=1)
-    fw.update_yaxes(rangemode="tozero", row=1, col=1)
-    fw.update_xaxes(title_text="inferred at", type="category", row=1, col=2)
-    fw.update_yaxes(title_text="tuned at", type="category", autorange="reversed", row=1, col=2)  # rows as in the table
-    _sweep_unit(fw, "ms")
-    persist(fw)
-    return fw
-
-
-def _sweep_unit(fig: go.FigureWidget, unit: str) -> None:
-    """Name `unit` wherever the sweep figure shows a latency."""
-    hm = next(tr for tr in fig.data if tr.meta == "heatmap")
-    if hm.colorbar.title.text == unit:
-        return
-    hm.colorbar.title.text = unit
-    hm.hovertemplate = (f"tuned at %{{y}}, inferred at %{{x}}: %{{z:.4g}} {unit}"
-                        "<br>slowdown vs best %{customdata:.2f}x<extra></extra>")
-    fig.layout.annotations[1].text = f"Median latency ({unit})"
-    fig.layout.yaxis.title.text = f"median latency ({unit})"
-
-
-def update_sweep_figure(fig: go.FigureWidget, sweep: pd.DataFrame, rec: Recommendation | None) -> list[list]:
-    """Redraw lines and heatmap from a sweep table; returns the heatmap's z (rows tuned_at, cols inferred_at)
-    in the figure's unit (`time_unit` of the latencies: us or ms)."""
-    if sweep is None or not len(sweep):
-        return []
-    df = sweep.sort_values(["tuned_at", "inferred_at"])
-    m = df.pivot_table(index="tuned_at", columns="inferred_at", values="latency_ms_median")
-    stages = [int(s) for s in m.index]
-    ratio = m / m.min(axis=0)
-    unit = time_unit(df["latency_ms_median"] * 1e3)
-    z = [in_unit(row * 1e3, unit)[0] for row in m.to_numpy()]
-    custom = [[None if _nan(v) else float(v) for v in row] for row in ratio.to_numpy()]
-    index = {tr.meta: i for i, tr in enumerate(fig.data) if isinstance(tr.meta, str)}
-    for stage in stages:
-        name = f"tuned@{stage}"
-        if name not in index:
-            fig.add_trace(go.Scatter(meta=name, name=f"tuned at {stage}%", mode="lines+markers", x=[], y=[],
-                                     line=dict(color=stage_color(stage, stages))), row=1, col=1)
-            index[name] = len(fig.data) - 1
-    with fig.batch_update():
-        _sweep_unit(fig, unit)
-        hm = fig.data[index["heatmap"]]
-        hm.z, hm.customdata = z, custom
-        hm.x = [f"{int(c)}%" for c in m.columns]
-        hm.y = [f"{s}%" for s in stages]
-        for stage in stages:
-            sc = df[df["tuned_at"] == stage]
-            tr = fig.data[index[f"tuned@{stage}"]]
-            recommended = rec is not None and rec.tuned_at == stage
-            tr.x, tr.y = sc["inferred_at"].tolist(), in_unit(sc["latency_ms_median"] * 1e3, unit)[0]
-            iqr = in_unit(sc["latency_ms_iqr"] * 1e3, unit)[0] if "latency_ms_iqr" in sc else None
-            tr.error_y = dict(type="data", array=iqr, visible=True, thickness=1) if iqr else dict(visible=False)
-            tr.name = f"tuned at {stage}%" + (" (recommended)" if recommended else "")
-            tr.line = dict(color=stage_color(stage, stages), width=4 if recommended else 1.5)
-        shapes = []
-        if rec is not None and rec.tuned_at in stages:
-            i = stages.index(rec.tuned_at)
-            shapes.append(dict(type="rect", xref="x2 domain", yref="y2", x0=0, x1=1, y0=i - 0.5, y1=i + 0.5,
-                               line=dict(color="#e53935", width=3), fillcolor="rgba(0,0,0,0)"))
-        fig.layout.shapes = shapes
-    return z
-
-
-def sweep_figure(sweep: pd.DataFrame, rec: Recommendation | None = None, title: str = "") -> go.FigureWidget:
-    """The panel's sweep figure drawn once from a sweep table (a committed one, say), the recommended tuning slice
-    outlined where `rec` makes a choice."""
-    fig = make_sweep_figure()
-    update_sweep_figure(fig, sweep, rec if rec is not None and rec.choice else None)
-    if title:
-        fig.update_layout(title=dict(text=title, x=0.01, y=0.99, font=dict(size=13)), margin=dict(t=80))
-    fig.add_class("wb-static-sweep")  # drawn by the notebook, not by a panel
-    persist(fig)
-    return fig
 
 
 def _same(current: object, new: list) -> bool:

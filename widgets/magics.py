@@ -142,10 +142,12 @@ class WorkbenchMagics(Magics):
         if args is None:
             return None
         try:
-            run = start_tune(args, self.home, namespace=self.shell.user_ns if self.shell is not None else None)
+            panel = self.show_panel and not args.no_panel  # it shows the plan's notes: not printed above it too
+            run = start_tune(args, self.home, namespace=self.shell.user_ns if self.shell is not None else None,
+                             quiet=panel)
         except SpecError as err:
             raise _usage(err) from None
-        if self.show_panel and not args.no_panel:
+        if panel:
             self._panel(run)
         return run
 

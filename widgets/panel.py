@@ -1,4 +1,8 @@
-"""The workbench panel: a tuning form, Tune / Stop / Sweep buttons and live views of one run.
+"""The workbench panel: a tuning form, Tune / Stop / Finish buttons and live views of one run.
+
+At a glance, top to bottom: the run's headline (baseline first), its status, one whole-run bar, the task table; the
+rest (charts, shard bars, plan and servers, the full results, the sweep, export) sits behind named toggles, so the
+panel fits one screen (about 900 px) until one is opened.
 
 The panel never blocks the kernel. Live updates come from one asyncio task on the kernel's loop,
 created with an empty `contextvars.Context()` so its widget messages follow the cell that is running
@@ -31,6 +35,13 @@ from .tasks import TaskTable, top_tasks, trace_note, tuned_counts
 MAX_HZ = 4.0
 PERSIST_EVERY_S = 15.0
 BUTTONS = ("tune", "resume", "more", "stop", "finish", "sweep", "export", "export_model")
+# The folded sections: name -> the toggle's label and tooltip.
+SECTIONS = {"charts": ("Charts", "best latency per task and the model estimate vs trials; utilisation and phases"),
+            "shards": ("Shards", "one progress bar per tuning client"),
+            "details": ("Plan and servers", "what the plan tunes, what the run did, its notes, the servers' slices"),
+            "results": ("Results", "the full results table, what each budget raise gained, where tuning time went"),
+            "sweep": ("Sweep", "time the tuned models at other slices: latency vs slice and the heatmap"),
+            "export": ("Export", "the run's tables as CSV, the tuned model as a library with its loader")}
 
 
 def _button(label: str, css: str, style: str = "", icon: str = "", tooltip: str = "") -> W.Button:
@@ -61,8 +72,8 @@ class Panel(ButtonActions, RunViews):
             resume=_button("Resume", "wb-resume", "success", "redo",
                            "continue this run from the records it measured (it keeps its spec and budget)"),
             more=_button("Tune on", "wb-more", "success", "forward", MORE_TIP),
-            stop=_button("Stop", "wb-stop", "danger", "stop", "stop the run (all its processes)"),
-            finish=_button("Finish", "wb-finish", "warning", "flag-checkered",
+            stop=_button("Stop", "wb-stop", "", "stop", "stop the run (all its processes)"),
+            finish=_button("Finish", "wb-finish", "", "flag-checkered",
                            "end tuning now and compile, verify and time the best model so far"),
             sweep=_button("Sweep latency", "wb-sweep", "", "line-chart",
                           "time the finished run's tuned models at each sweep slice"),
@@ -77,6 +88,8 @@ class Panel(ButtonActions, RunViews):
         self._waiting = W.HTML("<i style='color:#555'>waiting for the first measured batch…</i>",
                                layout=W.Layout(display="none", margin="8px 0"))
         self._waiting.add_class("wb-waiting")
+        self._headline = W.HTML()
+        self._headline.add_class("wb-headline")
         self._plan = W.HTML()
         self._plan.add_class("wb-plan")
         self.task_table = TaskTable()
@@ -99,17 +112,34 @@ class Panel(ButtonActions, RunViews):
         c["resume"].layout.display = "none"  # shown for a run that Resume can continue
         c["more"].layout.display = "none"  # shown for a finished run when the form asks more trials than it had
         buttons = W.HBox([c["tune"], c["resume"], c["more"], c["stop"], c["finish"]], layout=W.Layout(margin="6px 0"))
+        self._sweep_progress = W.HTML()
+        self._sweep_progress.add_class("wb-sweep-progress")
         sweep_row = W.HBox([W.Label("sweep slices (%)", layout=W.Layout(width="120px")), c["sweep_slices"],
-                            c["sweep"]], layout=W.Layout(align_items="center"))
+                            c["sweep"], self._sweep_progress], layout=W.Layout(align_items="center"))
         export_row = W.VBox([W.HBox([W.Label("export to", layout=W.Layout(width="120px")), c["csv_folder"],
                                      c["export"], c["export_model"]], layout=W.Layout(align_items="center")),
                              self._export_msg])
+        self.sections = {
+            "charts": W.VBox([self._live_box]), "shards": W.VBox([self.bars.widget]),
+            "details": W.VBox([self._plan, self._servers]), "results": W.VBox([self._results]),
+            "sweep": W.VBox([sweep_row, self.form.errors_view["sweep_slices"], self._sweep_box]),
+            "export": W.VBox([export_row])}
+        self.toggles: dict[str, W.ToggleButton] = {}
+        for name, (label, tip) in SECTIONS.items():
+            toggle = W.ToggleButton(value=False, description=label, tooltip=tip, icon="chevron-right",
+                                    layout=W.Layout(width="auto"))
+            toggle.add_class(f"wb-toggle-{name}")
+            toggle.observe(lambda change, name=name: self._show_section(name, change["new"]), names="value")
+            self.sections[name].layout.display = "none"
+            self.sections[name].add_class(f"wb-section-{name}")
+            self.toggles[name] = toggle
+        toggles = W.HBox(list(self.toggles.values()), layout=W.Layout(margin="6px 0", flex_flow="row wrap"))
+        toggles.add_class("wb-toggles")
         self.widget = W.VBox([
             W.HTML("<h3 style='margin:4px 0'>Tuning Workbench</h3>"),
-            self.form_box, buttons, self.form.errors_view["general"], self._status, self._plan, self._servers,
-            self.bars.widget, self.task_table.widget, self._waiting, self._live_box,
-            sweep_row, self.form.errors_view["sweep_slices"], self._sweep_box,
-            self._results, export_row, self._run_errors,
+            self.form_box, buttons, self.form.errors_view["general"], self._headline, self._status,
+            self.bars.overall_widget, self.task_table.widget, self._waiting, self._run_errors, toggles,
+            *self.sections.values(),
         ], layout=W.Layout(width="100%", max_width="1100px", border="1px solid #ddd", padding="8px"))
         self.widget.add_class("wb-panel")
 
@@ -141,6 +171,17 @@ class Panel(ButtonActions, RunViews):
 
     def __repr__(self) -> str:
         return f"<Panel run={self.run.id if self.run else None} status={self._last_status}>"
+
+    def open_section(self, name: str, shown: bool = True) -> None:
+        """Unfold (or fold) one of the sections below the task table: charts, shards, details, results, sweep,
+        export."""
+        self.toggles[name].value = shown
+
+    def _show_section(self, name: str, shown: bool) -> None:
+        self.sections[name].layout.display = "" if shown else "none"
+        self.toggles[name].icon = "chevron-down" if shown else "chevron-right"
+        if shown and name in ("charts", "sweep"):
+            self.persist_figures()  # a view drawn now starts from the figures' current data
 
     # -- form -----------------------------------------------------------------------------------------
     @property
@@ -193,6 +234,8 @@ class Panel(ButtonActions, RunViews):
         self.bars.reset()
         self.task_table.reset()
         self._plan.value = ""
+        self._headline.value = ""
+        self._sweep_progress.value = ""
         reset_live_figure(self.live_figure)
         self._drop_sweep_figure()
         self._results.value = ""
@@ -340,6 +383,9 @@ class Panel(ButtonActions, RunViews):
             **self.task_table.snapshot(),
             "task_traces": {stage: list(names) for stage, names in self._top.items()},
             "buttons": {n: not self.controls[n].disabled for n in BUTTONS},
+            "headline": html.unescape(re.sub(r"<[^>]+>", "", self._headline.value)),
+            "sections": {n: t.value for n, t in self.toggles.items()},
+            "sweep_progress": html.unescape(re.sub(r"<[^>]+>", "", self._sweep_progress.value)),
             "results_rows": len(self.run.results) if self.run is not None and self._has_results else 0,
         }
 

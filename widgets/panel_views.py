@@ -8,42 +8,40 @@ import time
 import pandas as pd
 
 import workbench as engine
-from workbench import FAILURES, NO_TUNED_SCHEDULE, describe_event, fmt_us, time_unit, versus
+from workbench import FAILURES, describe_event
 
 from .analysis import fmt_seconds, recommend_tuning_slice
-from .figures import make_sweep_figure, persist, update_sweep_figure
+from .figures import persist
 from .form import field_name
 from .ran import ran_html
+from .sweep_figure import make_sweep_figure, update_sweep_figure
 from .tasks import plan_html
 
 MORE_TIP = "tune this run on from its records to the trials per slice in the form (a raised budget)"
 ACTIVE = ("running", "starting")
 RESUMABLE = ("stopped", "partial", "failed", "crashed")  # ended before its budget: Resume continues it
+ACTIVE_STYLE = {"stop": "danger", "finish": "warning"}  # Stop and Finish in colour only while they can be pressed
 
-def result_line(results: pd.DataFrame) -> tuple[str, bool]:
-    """The status line's first words: the best model so far against the baseline (what the user would run instead)
-    first, then against TVM's untuned build; and whether it is a warning (tuning did not beat the untuned build,
-    which is then what ships)."""
-    if not len(results) or "tuned_ms" not in results:
-        return "", False
-    row = results.loc[results["tuned_ms"].idxmin()]
-    at = f"tuned at {int(row['tuned_at'])} %"
-    unit = time_unit([row["tuned_ms"] * 1e3, row["untuned_ms"] * 1e3])
-    tuned, untuned = fmt_us(row["tuned_ms"] * 1e3, unit), fmt_us(row["untuned_ms"] * 1e3, unit)
-    base_ms = row.get("baseline_ms")
-    against = ""
-    if isinstance(row.get("baseline"), str) and base_ms == base_ms and base_ms is not None:
-        against = (f"{versus(row.get('vs_baseline'), row.get('vs_baseline_verdict'), row['baseline'])} "
-                   f"({fmt_us(base_ms * 1e3, unit)}); ")
-    if row.get("verdict") == NO_TUNED_SCHEDULE:
-        return (f"model {untuned} ({at}): {against}no tuned schedule beat the defaults, so it is TVM's untuned "
-                "build; give more trials so that more tasks are tuned", True)
-    if row.get("kept") == "untuned" or row.get("verdict") == "slower":
-        return (f"model {untuned} ({at}): {against}TVM's tuned build ({tuned}) timed slower than its untuned one, "
-                "so the untuned build is kept: give more trials so that more tasks are tuned, or tune at another "
-                "slice", True)
-    return (f"best model {tuned} ({at}): {against}"
-            f"{versus(row['speedup'], row.get('verdict'), 'TVM untuned')} ({untuned})"), False
+def headline_html(said: engine.Headline) -> str:
+    """The run's headline (`Run.headline()`) as the panel's top line: green when it reports a gain, red when the model
+    is TVM's untuned build or slower than the baseline; '' before a stage is timed."""
+    if not said.text:
+        return ""
+    color = "#c62828" if said.warn else "#2e7d32"
+    return (f"<div style='font-size:125%;margin:4px 0;color:{color}'><b>{html.escape(said.text)}</b></div>")
+
+
+def sweep_progress(run: engine.Run, stages: int) -> tuple[int, int] | None:
+    """(points timed, points asked) of the run's latest sweep: each tuned stage at each asked slice, a slice that runs
+    on the same cores as a timed one counted with it; None before any sweep."""
+    started = run.event_list("sweep_started")
+    if not started:
+        return None
+    since = started[-1]["t"]
+    asked = set(started[-1].get("slices") or ())
+    done = {(p["tuned_at"], s) for p in run.event_list("sweep_point") if p["t"] >= since
+            for s in (p.get("stands_for") or [p["inferred_at"]]) if s in asked}
+    return len(done), max(1, stages) * len(asked)
 
 
 def cluster_html(view: engine.ClusterView | None) -> str:
@@ -88,10 +86,10 @@ class RunViews:
         return max(ends) if ends else time.time()
 
     def _update_status(self, run: engine.Run, status: str, sweeping: bool, phases: pd.DataFrame) -> None:
-        said, warn = result_line(run.results) if status not in ("starting",) else ("", False)
-        first = [f"<span style='color:{'#c62828' if warn else '#2e7d32'}'><b>{html.escape(said)}</b></span>"] \
-            if said else []
-        parts = [*first, f"<b>run {html.escape(run.id)}</b>", f"<b>{html.escape(status)}</b>"]
+        headline = headline_html(run.headline()) if status != "starting" else ""
+        if self._headline.value != headline:
+            self._headline.value = headline
+        parts = [f"<b>run {html.escape(run.id)}</b>", f"<b>{html.escape(status)}</b>"]
         if len(phases) and status in ACTIVE:
             last = phases.iloc[-1]
             at = last.get("tuned_at")
@@ -100,7 +98,7 @@ class RunViews:
         if self._finishing and status in ACTIVE:
             parts.append("finishing: compiling, verifying and timing the best model so far")
         if sweeping:
-            parts.append("sweeping latency ...")
+            parts.append(f"sweeping latency{self._sweep_words(run)} ...")
         overall = self.bars.overall  # the whole run's trials, of a total fixed at the start
         if overall is not None and overall.total:
             parts.append(f"{overall.done}/{overall.total} trials")
@@ -159,6 +157,15 @@ class RunViews:
                                f"the raw fields){table}{note}</div>")
         self.controls["more"].tooltip = MORE_TIP + (f". {raised}" if raised else "")
 
+    def _sweep_words(self, run: engine.Run) -> str:
+        """': 4 of 12 points' while a sweep runs ('' before it says what it times); shown at the Sweep button too."""
+        got = sweep_progress(run, len(run.results))
+        words = f": {got[0]} of {got[1]} points" if got else ""
+        value = f"<span style='margin-left:8px;color:#1565c0'>&#9203; sweeping{html.escape(words)}</span>"
+        if self._sweep_progress.value != value:
+            self._sweep_progress.value = value
+        return words
+
     def _drop_sweep_figure(self) -> None:
         """Close the previous run's sweep figure (the next sweep builds a new one). Hidden, it would still
         be restored, and plotly's 5 MB module loaded for it, on every page load."""
@@ -185,7 +192,11 @@ class RunViews:
         self._rec = recommend_tuning_slice(df, untuned)
         n_sweep = len(self.sweep_figure.data)
         chosen = self._rec if self._rec is not None and self._rec.choice else None  # no outline without a choice
-        self._sweep_z = update_sweep_figure(self.sweep_figure, df, chosen)
+        plan = run.plan
+        shared = engine.stands_for(df, plan.target.num_cores if plan and plan.target.kind != "cuda" else None)
+        note = ("Open points share their cores with a timed slice, so one timing stands for them: " + "; ".join(shared)
+                if shared else "")
+        self._sweep_z = update_sweep_figure(self.sweep_figure, df, chosen, note)
         if len(self.sweep_figure.data) != n_sweep:
             persist(self.sweep_figure)  # as for the live figure: new traces must survive a late view
         self._sweep_box.layout.display = ""
@@ -255,6 +266,11 @@ class RunViews:
                           ("export_model", run is None or not len(run.results))):
             if c[name].disabled != off:
                 c[name].disabled = off
+            style = "" if off else ACTIVE_STYLE.get(name, c[name].button_style)  # disabled: drawn plain, muted
+            if c[name].button_style != style:
+                c[name].button_style = style
+        if not self._sweeping and self._busy != "sweeping" and self._sweep_progress.value:
+            self._sweep_progress.value = ""
         for name, shown in (("resume", resumable), ("more", raised is not None)):
             display = "" if shown else "none"
             if c[name].layout.display != display:

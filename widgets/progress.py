@@ -1,5 +1,6 @@
 """Progress bars: one for the whole run from `Run.overall()` (a fixed total, trials/s, an ETA with finishing
-included), then one per shard from `Run.progress()` (trials done / budget, elapsed time, ETA, best so far)."""
+included, drawn from the first second: `Overall.drawn`), shown on its own at the panel's top, and one per shard from
+`Run.progress()` (trials done / budget, elapsed time, ETA, the shard's tuning estimate), folded under it."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -14,9 +15,10 @@ from .analysis import fmt_seconds, fmt_us, time_unit
 
 BAR_STYLE = {"running": "info", "planned": "", "finished": "success", "failed": "danger", "stopped": "warning",
              "done": "success", "partial": "warning", "crashed": "danger"}
-BEST_TIP = ("best so far: what this shard's tasks take in one run of the model with the fastest schedules it has "
-            "measured so far (the sum over its measured tasks of how often the task runs x its best latency); it "
-            "falls as tuning finds faster schedules. Tasks not measured yet are not in it.")
+BEST_TIP = ("tuning estimate: what this shard's tasks take in one run of the model with the fastest schedules it has "
+            "measured so far, as the tuner times them (the sum over its measured tasks of how often the task runs x "
+            "its best latency); it falls as tuning finds faster schedules. Tasks not measured yet are not in it; the "
+            "model's own timing, after tuning, is the headline's.")
 
 
 @dataclass(frozen=True)
@@ -55,8 +57,12 @@ class ShardBars:
     """The whole run's row, then one row per (tuned_at, shard); rows are built once and then updated in place."""
 
     def __init__(self) -> None:
-        self.widget = W.VBox([])
+        self.overall_widget = W.VBox([])  # the whole run's bar, shown at the panel's top
+        self.overall_widget.add_class("wb-progress")
+        self.overall_widget.add_class("wb-overall-box")
+        self.widget = W.VBox([])  # the shards' bars (the panel folds them)
         self.widget.add_class("wb-progress")
+        self.widget.add_class("wb-shards")
         self._rows: dict[tuple[int, int], BarRow] = {}
         self._overall: BarRow | None = None
         self.overall: Overall | None = None  # the last Run.overall() shown
@@ -67,6 +73,7 @@ class ShardBars:
         old = ([self._overall] if self._overall else []) + list(self._rows.values())
         self._rows, self._overall, self.overall, self.overall_row = {}, None, None, {}
         self.widget.children = ()
+        self.overall_widget.children = ()
         for row in old:
             row.close()
 
@@ -77,17 +84,18 @@ class ShardBars:
             self._overall = BarRow.make("whole run")
             self._overall.bar.add_class("wb-overall")
         label, bar, text = self._overall.label, self._overall.bar, self._overall.text
-        units, state = max(1, o.total + o.steps_total), o.phase if o.ended else "running"
+        state = o.phase if o.ended else "running"
         line = o.describe()
-        with bar.hold_sync():
-            bar.max, bar.value, bar.bar_style = units, round(o.fraction * units), BAR_STYLE.get(state, "")
+        drawn = max(o.drawn, 1.0 if o.ended and o.phase in ("done", "partial") else 0.0)
+        with bar.hold_sync():  # in thousandths, so that it moves between batches
+            bar.max, bar.value, bar.bar_style = 1000, round(drawn * 1000), BAR_STYLE.get(state, "")
         for w in (label, bar, text):
             if w.tooltip != o.note:
                 w.tooltip = o.note
         if text.value != line:
             text.value = line
         self.overall = o
-        self.overall_row = {"done": o.done, "total": o.total, "fraction": o.fraction, "eta_s": o.eta_s,
+        self.overall_row = {"done": o.done, "total": o.total, "fraction": o.fraction, "drawn": drawn, "eta_s": o.eta_s,
                             "state": state, "text": line, "tooltip": o.note}
         return new
 
@@ -111,13 +119,15 @@ class ShardBars:
             eta = rec.get("eta_s")
             words = [f"{done}/{budget} trials", fmt_seconds(rec.get("elapsed_s"))]
             if state == "running":
-                words.append(f"ETA {fmt_seconds(eta)}" if eta is not None and eta == eta else "ETA -")
+                words.append(f"ETA {fmt_seconds(eta)}" if eta is not None and eta == eta else
+                             "first batch in flight" if not done else "ETA after this session's first batch")
             else:
                 words.append(state)
             best = rec.get("est_shard_us")
             if best is not None and best == best:
                 measured, tasks = int(rec.get("tasks_measured") or 0), int(rec.get("tasks") or 0)
-                words.append(f"best so far {fmt_us(best, unit)}" + (f" ({measured} of {tasks} tasks)" if tasks else ""))
+                words.append(f"tuning estimate {fmt_us(best, unit)}" + (f" ({measured} of {tasks} tasks)" if tasks
+                                                                        else ""))
             errs = int(rec.get("build_errors") or 0) + int(rec.get("run_errors") or 0)
             if errs:
                 words.append(f"{errs} errors")
@@ -138,5 +148,5 @@ class ShardBars:
         return out
 
     def _show_rows(self) -> None:
-        rows = ([self._overall] if self._overall else []) + [self._rows[k] for k in sorted(self._rows)]
-        self.widget.children = tuple(row.box for row in rows)
+        self.overall_widget.children = (self._overall.box,) if self._overall else ()
+        self.widget.children = tuple(self._rows[k].box for k in sorted(self._rows))

@@ -14,7 +14,7 @@ import pandas as pd
 
 from workbench import Budget, describe_budget
 
-from .analysis import fmt_us, time_unit
+from .analysis import fmt_ratio, fmt_share, fmt_us, time_unit
 
 MAX_ROWS = 15  # rows the table shows; the rest are summed up in one line
 MAX_TASK_TRACES = 5  # task curves per tuning slice in the live plot
@@ -181,7 +181,7 @@ class TaskTable:
         self.more = ""
         if len(hidden):
             shares = hidden["share"].dropna() if "share" in hidden else pd.Series(dtype=float)
-            of_time = f" ({100 * shares.sum():.1f} % of the time)" if len(shares) else ""
+            of_time = f" ({fmt_share(shares.sum())} of the time)" if len(shares) else ""
             self.more = f"… and {len(hidden)} more task{'s' if len(hidden) != 1 else ''}{of_time}"
         counts = df["state"].value_counts()
         summary = ", ".join(f"{int(counts[s])} {s}" for s in STATE_ORDER if s in counts)
@@ -204,9 +204,9 @@ class TaskTable:
         return {
             "task": str(rec["task"]), "state": state + (" (default kept)" if kept == "default" and state == "tuned"
                                                        else ""),
-            "share": f"{100 * rec['share']:.1f} %" if _known(rec.get("share")) else "-",
+            "share": fmt_share(rec.get("share")),
             "default": fmt_us(default, unit), "best": fmt_us(best, unit),
-            "speedup": f"{default / best:.2f}x" if _known(default) and _known(best) and best > 0 else "-",
+            "speedup": fmt_ratio(default / best) if _known(default) and _known(best) and best > 0 else "-",
             "trials": str(int(trials)) if _known(trials) else "-",
             "reason": str(rec.get("reason") or "") if _known(rec.get("reason")) else "",
             "raw_state": state,

@@ -7,7 +7,8 @@ first use, so `import workbench` stays light for the CLI and the magics, and nev
 - Asking and running: `TuneSpec`, `Slice`, `SpecError`, `tune`, `resume`, `plan_run` (a `Plan`, nothing started),
   `open_run`, `list_runs`, `Run`, `sweep`; `add_tune_args` and `start_tune` are the options of `workbench tune`,
   shared with `%tune`.
-- What a run shows: `Plan`, `Budget` and `describe_budget`, `Overall`, `ClusterView`, `describe_event`, `FAILURES`
+- What a run shows: `Headline` (`Run.headline()`: the result in one line, baseline first), `Plan`, `Budget` and
+  `describe_budget`, `Overall`, `ClusterView`, `describe_event`, `FAILURES`
   (event kinds that mean something failed), `budget_line` and `time_line` (one-line summaries).
 - Results: `Recommendation`, `recommend_tuning_slice`, `slowdown_matrix`, `stands_for`, `busy_warning`;
   `NO_TUNED_SCHEDULE`, the verdict of a stage whose model uses no tuned record (it is the untuned build);
@@ -15,8 +16,9 @@ first use, so `import workbench` stays light for the CLI and the magics, and nev
 - The host and the models: `detect_hardware`, `Hardware`, `list_models`, `ModelInfo`, `workbench_home`;
   `is_torch_model` (a torch.nn.Module or ExportedProgram, which `tune(model=...)` takes).
 - The model out: `TunedModel` (`Run.model()`: a callable, `.export(folder)`).
-- Choices and formats: `COST_MODELS`, `STRATEGIES`, `TARGETS`, `DEFAULT_SWEEP`, `parse_slices`; `fmt_seconds`,
-  `fmt_us`, `in_unit`, `time_unit` (times as people read them).
+- Choices and formats: `COST_MODELS`, `STRATEGIES`, `TARGETS`, `DEFAULT_SWEEP`, `parse_slices`; the one formatter of
+  numbers people read (`workbench.units`): `fmt_seconds`, `fmt_us`, `fmt_ms`, `in_unit`, `time_unit` (times, one unit
+  per view), `fmt_ratio` ('1.90x faster'), `fmt_share` ('72 %'), `fmt_rate` (trials/s), `sig` (3 significant digits).
 """
 from __future__ import annotations
 
@@ -36,7 +38,7 @@ from workbench.spec import (
     parse_slices,
     workbench_home,
 )
-from workbench.units import fmt_seconds, fmt_us, in_unit, time_unit
+from workbench.units import fmt_ms, fmt_rate, fmt_ratio, fmt_seconds, fmt_share, fmt_us, in_unit, sig, time_unit
 
 __version__ = "0.1.0"
 
@@ -59,12 +61,13 @@ _LAZY = {
     "NO_TUNED_SCHEDULE": "workbench.noise:NO_TUNED_SCHEDULE", "versus": "workbench.noise:versus",
     "add_tune_args": "workbench.cli.main:add_tune_args", "start_tune": "workbench.cli.main:start_tune",
     "is_torch_model": "workbench.models.torch_module:is_torch_model",
-    "TunedModel": "workbench.runs.model:TunedModel",
+    "TunedModel": "workbench.runs.model:TunedModel", "Headline": "workbench.runs.headline:Headline",
 }
 
 __all__ = ["TuneSpec", "Slice", "SpecError", "Hardware", "detect_hardware", "ModelInfo", "list_models",
            "workbench_home", "COST_MODELS", "DEFAULT_SWEEP", "STRATEGIES", "TARGETS", "parse_slices", "fmt_seconds",
-           "fmt_us", "in_unit", "time_unit", *_LAZY, "load_ipython_extension", "unload_ipython_extension"]
+           "fmt_us", "fmt_ms", "fmt_ratio", "fmt_share", "fmt_rate", "sig", "in_unit", "time_unit", *_LAZY,
+           "load_ipython_extension", "unload_ipython_extension"]
 
 
 def __getattr__(name: str):

@@ -16,6 +16,8 @@ import time
 from dataclasses import dataclass
 from types import TracebackType
 
+from workbench.units import fmt_ratio, sig, time_unit
+
 BUSY_CORES = 0.25  # other processes' average use while timing, in cores, above which a timing is flagged
 # The paired test: one-sided sign test over interleaved rounds at this level, and a median paired ratio at least this
 # far from 1. Two timings of one binary pass neither (tests/test_infer.py times a library against itself).
@@ -78,25 +80,24 @@ def verdict(tuned_ms: float, tuned_iqr: float, untuned_ms: float, untuned_iqr: f
 def versus(ratio: float | None, said: str | None, against: str = "") -> str:
     """'1.23x faster than X', '1.23x slower than X' or 'as fast as X within the timing noise (1.02x)', where `ratio`
     is X's time over the model's and `said` the paired test's verdict; without `against`, for a table's cell:
-    '1.23x faster', '1.23x slower', 'within noise (1.02x)', or '-' where there is no ratio."""
+    '1.23x faster', '1.23x slower', 'within noise (1.02x)', or '-' where there is no ratio (`units.fmt_ratio`)."""
     if ratio is None or ratio != ratio or not math.isfinite(ratio) or ratio <= 0:
         return f"not compared with {against}" if against else "-"
-    than = f" than {against}" if against else ""
-    if said == "faster":
-        return f"{ratio:.2f}x faster{than}"
-    if said == "slower":
-        return f"{1 / ratio:.2f}x slower{than}"
-    return f"as fast as {against} within the timing noise ({ratio:.2f}x)" if against else f"within noise ({ratio:.2f}x)"
+    if said not in ("faster", "slower"):
+        return f"as fast as {against} within the timing noise ({sig(ratio)}x)" if against else fmt_ratio(ratio, said)
+    return fmt_ratio(ratio, said) + (f" than {against}" if against else "")
 
 
-def fmt_timing(ms: float | None, iqr: float | None = None, short: bool = False, unit: str = "ms") -> str:
+def fmt_timing(ms: float | None, iqr: float | None = None, short: bool = False, unit: str | None = None) -> str:
     """'0.412 ms ± 0.010 (IQR)' (short: '0.412 ± 0.010', for a table headed with its unit): the median with
-    its spread, both to the median's precision, in `unit` ('ms' or 'us'; the values are given in ms)."""
+    its spread, both to the median's precision (3 significant digits), in `unit` ('ms' or 'us'; the values are
+    given in ms; default: the unit `units.time_unit` picks for the median)."""
     if ms is None or not math.isfinite(ms):
         return "-"
+    unit = unit or time_unit([ms * 1000.0])
     scale = 1000.0 if unit == "us" else 1.0
     value = ms * scale
-    decimals = max(1, 2 - math.floor(math.log10(abs(value)))) if value else 3
+    decimals = max(0, 2 - math.floor(math.log10(abs(value)))) if value else 3
     text = f"{value:.{decimals}f}" + ("" if short else f" {unit}")
     if iqr is None or not math.isfinite(iqr):
         return text

@@ -138,8 +138,8 @@ def test_panel_reused_stopped_and_reloaded(request, require_browser: Callable[[]
     assert re.match(r"(best )?model [\d.]+ (us|ms) \(tuned at 100 %\): ", status), status
     assert "done" in status and "8/8 trials" in status, status
     spent = page.inner_text(".wb-panel .wb-time-spent")  # under the results: where the shards' tuning went
-    assert re.match(r"Time spent tuning, at 100 %: search \d+ %( \(.*\))?, build \d+ %, .* of \d+ shard-seconds$",
-                    spent), spent
+    assert re.match(r"Time spent tuning, at 100 %: search \d+ %( \(.*\))?, build \d+ %, .* "
+                    r"of \d+ s of tuning in all clients$", spent), spent
 
     # sweep it: the heatmap and the lines, one unit with the other views
     assert "sweep done" in page.evaluate(RUN_CELL, [2, 180])

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import textwrap
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -23,11 +24,14 @@ from workbench.runs.event_types import (
     Unknown,
 )
 from workbench.runs.events import describe, parse
+from workbench.runs.headline import NARROW_WIDTH
 from workbench.runs.task_table import SORTS
 from workbench.spec import LOOPBACK, SpecError, TuneSpec, cli_options, exposure_warning
-from workbench.units import fmt_us
+from workbench.units import fmt_ratio, fmt_share, fmt_us, time_unit
 
 TOP_TASKS = 15  # tasks listed by `show` and after a run, unless --all-tasks
+TASK_WIDTH = 32  # characters of a task name in the task table (its middle cut), so the table fits 100 columns
+WIDE_HELP = "show every column of the results table (default: the columns that fit 100 characters)"
 
 if TYPE_CHECKING:
     from workbench.runs.run import Run
@@ -61,9 +65,11 @@ def _int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
 
 
-def start_tune(args: argparse.Namespace, home: str | None, namespace: dict[str, Any] | None = None) -> Run:
+def start_tune(args: argparse.Namespace, home: str | None, namespace: dict[str, Any] | None = None,
+               quiet: bool = False) -> Run:
     """Start the run of options parsed by `add_tune_args` in the background; SpecError on bad values. `namespace`:
-    where `--model NAME` may name a torch.nn.Module or ExportedProgram (a notebook's), exported here first."""
+    where `--model NAME` may name a torch.nn.Module or ExportedProgram (a notebook's), exported here first. `quiet`:
+    print no notes (a panel that shows them follows the run)."""
     from workbench.models.torch_module import is_torch_model, save_torch_model
     from workbench.orchestrate.launch import tune
 
@@ -77,11 +83,11 @@ def start_tune(args: argparse.Namespace, home: str | None, namespace: dict[str, 
     if spec.exposed:
         print(exposure_warning(spec.host), file=sys.stderr)
     said = _slice_notes(spec)
-    for note in said:  # said before anything starts
+    for note in [] if quiet else said:  # said before anything starts
         print(f"note: {note}", flush=True)
     run = tune(spec, home=home, runner=args.runner, builder=args.builder, sessions=args.sessions,
                first_round=args.first_round)
-    for note in run.plan.notes:  # the plan's own: what the tracker's servers said of their slice, the cost model
+    for note in [] if quiet else run.plan.notes:  # the plan's own: the tracker's servers, the cost model
         if note not in said:
             print(f"note: {note}", flush=True)
     return run
@@ -110,9 +116,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("tune", help="tune a model")
     add_tune_args(p)
     p.add_argument("--detach", action="store_true", help="start the run and return at once")
+    p.add_argument("--wide", action="store_true", help=WIDE_HELP)
     p = sub.add_parser("sweep", help="time a run's tuned models at several slices")
     p.add_argument("run")
     p.add_argument("--slices", default="10,20,30,50,70,100")
+    p.add_argument("--wide", action="store_true", help=WIDE_HELP)
     sub.add_parser("runs", help="list runs")
     p = sub.add_parser("show", help="show a run")
     p.add_argument("run")
@@ -120,15 +128,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--all-tasks", action="store_true", help="list every task (default: the top 15)")
     p.add_argument("--follow", action="store_true", help="print the run's progress from its start, live until it "
                                                          "ends (bars on a terminal), then its results")
+    p.add_argument("--wide", action="store_true", help=WIDE_HELP)
     p = sub.add_parser("resume", help="continue a stopped or partial run, or tune a run on to a larger budget")
     p.add_argument("run")
     p.add_argument("--trials", type=_int, default=None,
                    help="raise the budget per tuning slice to this many trials (done runs too): each stage tunes on "
                         "from its records, then is compiled, verified, timed and swept again")
+    p.add_argument("--wide", action="store_true", help=WIDE_HELP)
     p = sub.add_parser("stop", help="stop a running run now (resumable)")
     p.add_argument("run")
     p = sub.add_parser("finish", help="end tuning now and compile, verify and time the best model so far")
     p.add_argument("run")
+    p.add_argument("--wide", action="store_true", help=WIDE_HELP)
     p = sub.add_parser("export", help="write a run's tuned model with its signature and a loader that needs only TVM")
     p.add_argument("run")
     p.add_argument("--tuned-at", type=_int, default=None,
@@ -167,7 +178,7 @@ def format_event(e: dict[str, Any] | Event) -> str | None:
     return describe(event)
 
 
-def _follow(run, replay: bool = True) -> int:
+def _follow(run, replay: bool = True, wide: bool = False) -> int:
     """Print the run's events as they come (from the start, or only new ones), then its results: on a terminal
     with a progress bar per shard and a total (`cli_progress`), elsewhere as plain lines."""
     from workbench.cli.progress import printer
@@ -185,43 +196,68 @@ def _follow(run, replay: bool = True) -> int:
         print(f"run {run.id}: {run.status}")
         return 130
     out.close(run.progress())
-    _print_results(run)
+    _print_results(run, wide=wide)
     return 0 if run.status in ("done", "partial") else 1
 
 
+def _cut(name: str, width: int = TASK_WIDTH) -> str:
+    """`name` cut in the middle to `width` characters (the end, often a number, is kept)."""
+    if len(name) <= width:
+        return name
+    tail = 2 * width // 5
+    return f"{name[:width - tail - 3]}...{name[-tail:]}"
+
+
 def task_lines(tasks, sort: str = "share", every: bool = False) -> str:
-    """The per-task table: the top TOP_TASKS by `sort` (all with `every`), and what the rest amount to."""
+    """The per-task table: the top TOP_TASKS by `sort` (all with `every`), and what the rest amount to. Times in one
+    unit (named in the headers), shares as %, speedups with 'x': it fits 100 columns."""
     if not len(tasks):
         return ""
     df = tasks.sort_values(sort, ascending=SORTS[sort], na_position="last", kind="stable")
     shown = df if every else df.head(TOP_TASKS)
+    unit = time_unit(list(shown.default_us) + list(shown.best_us))
     table = shown.assign(
-        task=[t if len(t) <= 44 else t[:41] + "..." for t in shown.task],
-        share=[f"{100 * v:.1f}%" if v == v else "-" for v in shown.share],
-        default=[fmt_us(v) if v == v else "-" for v in shown.default_us],
-        best=[fmt_us(v) if v == v else "-" for v in shown.best_us],
-        gain=[f"{d / b:.2f}x" if d == d and b == b and b > 0 else "-" for d, b in zip(shown.default_us, shown.best_us)],
+        task=[_cut(t) for t in shown.task],
+        share=[fmt_share(v) for v in shown.share],
+        default=[fmt_us(v, unit).split()[0] if v == v else "-" for v in shown.default_us],
+        best=[fmt_us(v, unit).split()[0] if v == v else "-" for v in shown.best_us],
+        speedup=[fmt_ratio(d / b) if d == d and b == b and b > 0 else "-" for d, b in zip(shown.default_us,
+                                                                                          shown.best_us)],
         kept=[k or "-" for k in shown.kept])
-    out = table[["task", "state", "share", "default", "best", "gain", "trials", "kept"]].to_string(index=False)
+    table = table.rename(columns={"default": f"default ({unit})", "best": f"best ({unit})"})
+    out = table[["task", "state", "share", f"default ({unit})", f"best ({unit})", "speedup", "trials",
+                 "kept"]].to_string(index=False)
     rest = df.iloc[len(shown):]
     if len(rest):
         share = rest.share.sum(skipna=True)
-        out += f"\n... and {len(rest)} more tasks ({100 * share:.1f}% of the default time; --all-tasks lists them)"
+        out += f"\n... and {len(rest)} more tasks ({fmt_share(share)} of the default time; --all-tasks lists them)"
     return out
 
 
-def _print_results(run, sort: str = "share", every: bool = False) -> None:
+def results_lines(run, wide: bool = False) -> list[str]:
+    """The results table (every column with `wide`, else the columns that fit 100 characters) and its notes."""
+    from workbench.runs.headline import narrow_results
+
+    if wide:
+        res = run.results_table()
+        return [res.to_string(index=False, float_format=lambda v: f"{v:.3g}")] if len(res) else []
+    table, notes = narrow_results(run.results.to_dict("records"))
+    return [table.to_string(index=False), *notes] if len(table) else []
+
+
+def _print_results(run, sort: str = "share", every: bool = False, wide: bool = False) -> None:
     import pandas as pd
 
+    from workbench.runs.headline import headline
     from workbench.runs.tables import budget_line
 
     with pd.option_context("display.width", 160, "display.max_columns", 20):
         for stage, part in run.tasks().groupby("tuned_at"):
             print(f"\ntasks tuned at {stage}% (share: of the model's time on default schedules):\n"
                   + task_lines(part, sort, every))
-        res = run.results_table()
-        if len(res):
-            print("\nresults:\n" + res.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+        lines = results_lines(run, wide)
+        if lines:
+            print("\nresults:\n" + "\n".join(lines))
             for line in busy_lines(run.results, "tuned_at", "slice {} %"):
                 print(line)
             if raised := budget_line(run.budgets()):
@@ -230,10 +266,13 @@ def _print_results(run, sort: str = "share", every: bool = False) -> None:
         if len(sweep):
             print("\n" + sweep_lines(sweep, run.plan, run.sweep_untuned()))
     print(f"\nrun {run.id}: {run.status} - folder {run.dir}")
+    said = headline(run.results, run.spec.model).text
+    if said:
+        print(textwrap.fill(said, NARROW_WIDTH, subsequent_indent="  ", break_on_hyphens=False))
 
 
-def _spread(ms: Any, iqr: Any, short: bool = False) -> str:
-    return fmt_timing(ms, iqr if iqr == iqr else None, short) if ms is not None and ms == ms else "-"
+def _spread(ms: Any, iqr: Any, short: bool = False, unit: str | None = None) -> str:
+    return fmt_timing(ms, iqr if iqr == iqr else None, short, unit) if ms is not None and ms == ms else "-"
 
 
 def busy_lines(df, key: str, label: str) -> list[str]:
@@ -249,10 +288,11 @@ def sweep_lines(sweep, plan: Plan | None, untuned=None) -> str:
     warnings and the recommendation (against `untuned`, the untuned build's sweep, where given)."""
     from workbench.results.recommend import recommend_tuning_slice, stands_for
 
-    cells = sweep.assign(cell=[_spread(m, i, short=True) for m, i in zip(
+    unit = time_unit([m * 1e3 for m in sweep.latency_ms_median if m == m])
+    cells = sweep.assign(cell=[_spread(m, i, short=True, unit=unit) for m, i in zip(
         sweep.latency_ms_median, sweep.get("latency_ms_iqr", [None] * len(sweep)))])
     table = cells.pivot_table(index="tuned_at", columns="inferred_at", values="cell", aggfunc="last")
-    lines = ["latency (ms, median ± IQR), tuned at (rows) x inferred at (columns):", table.to_string()]
+    lines = [f"latency ({unit}, median ± IQR), tuned at (rows) x inferred at (columns):", table.to_string()]
     cpu_cores = plan.target.num_cores if plan and plan.target.kind != "cuda" else None
     lines += [f"on this CPU {s}" for s in stands_for(sweep, cpu_cores)]
     busy = sweep.assign(label=[f"sweep tuned at {t} %, inferred at {i} %" for t, i in zip(sweep.tuned_at,
@@ -312,7 +352,7 @@ def dispatch(args: argparse.Namespace) -> int:
         run = start_tune(args, home)
         print(f"planned in {time.time() - t0:.1f} s; run {run.id} in {run.dir}", flush=True)
         print(f"plan: {budget.describe(run.plan.budget)}", flush=True)
-        return 0 if args.detach else _follow(run)
+        return 0 if args.detach else _follow(run, wide=args.wide)
     run = open_run(args.run, home)
     if args.command == "export":
         model = run.model(args.tuned_at)
@@ -321,7 +361,7 @@ def dispatch(args: argparse.Namespace) -> int:
               f"(python {os.path.join(folder, 'load.py')} checks it on random input)")
         return 0
     if args.command == "show" and args.follow:
-        return _follow(run)
+        return _follow(run, wide=args.wide)
     if args.command == "show":
         import pandas as pd
 
@@ -340,7 +380,7 @@ def dispatch(args: argparse.Namespace) -> int:
             errs = run.typed_events(*FAILURES)
             if errs:
                 print(f"\n{len(errs)} errors/skips; first: {describe(errs[0])}")
-        _print_results(run, sort=args.sort, every=args.all_tasks)
+        _print_results(run, sort=args.sort, every=args.all_tasks, wide=args.wide)
         return 0
     if args.command == "stop":
         print(f"run {run.id}: {run.stop()}")
@@ -348,15 +388,15 @@ def dispatch(args: argparse.Namespace) -> int:
     if args.command == "resume":
         if run.status == "done" and args.trials is None:
             print(f"run {run.id} is already done{f' ({run.message})' if run.message else ''}: nothing to resume")
-            _print_results(run)
+            _print_results(run, wide=args.wide)
             return 0
         from workbench.orchestrate.launch import resume
 
-        return _follow(resume(run, home, trials=args.trials))
+        return _follow(resume(run, home, trials=args.trials), wide=args.wide)
     if args.command == "finish":
         run.finish()
         print(f"run {run.id}: finishing (tuning ends now)", flush=True)
-        return _follow(run, replay=False)
+        return _follow(run, replay=False, wide=args.wide)
     if args.command == "sweep":
         from workbench.results.sweep import sweep_run
         from workbench.servers.slices import slice_notes
@@ -370,6 +410,6 @@ def dispatch(args: argparse.Namespace) -> int:
             print(f"note: {line}", flush=True)
         df = sweep_run(run.dir, list(slices))
         print(df.to_string(index=False))
-        _print_results(run)
+        _print_results(run, wide=args.wide)
         return 0
     return 2

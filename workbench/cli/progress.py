@@ -13,9 +13,13 @@ import time
 from collections.abc import Callable
 from typing import IO, Any
 
+from workbench.units import fmt_us
+
 SHARD_KINDS = ("shard_planned", "shard_started", "batch", "shard_finished", "shard_failed")
 REDRAW_S = 0.1  # at most this often the bars are recomputed from Run.progress()
 ENDED = ("finished", "failed", "stopped")  # a shard's states after which its bar is closed
+# tqdm's own layout, but its rate always in trials/s (tqdm flips to s/trial below one trial a second)
+BAR_FORMAT = "{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}, {rate_noinv_fmt}{postfix}]"
 
 
 def wants_bars(stream: IO[str]) -> bool:
@@ -68,11 +72,12 @@ class ShardBars:
         """Bring the bars to `progress` (a `Run.progress()` table)."""
         self._drawn = time.monotonic()
         done = budget = 0
-        for row in progress.to_dict("records") if len(progress) else []:
+        rows = progress.to_dict("records") if len(progress) else []
+        for row in rows:
             key = (int(row["tuned_at"]), int(row["shard"]))
             n, total = int(row["trials_done"] or 0), int(row["trials_budget"] or 0)
             done, budget = done + n, budget + max(total, n)
-            if self.total is None:  # above the shards' bars
+            if self.total is None and len(rows) > 1:  # above the shards' bars; one shard's bar would repeat it
                 self.total = self._bar("all shards", 0, 0)
             if key in self.ended:
                 continue
@@ -84,7 +89,7 @@ class ShardBars:
             state = str(row.get("state") or "")
             extra = [state] if state not in ("running", "") else []
             if est is not None and est == est:
-                extra.append(f"est {est:.4g} us")
+                extra.append(f"estimate {fmt_us(est)}")
             bar.set_postfix_str(", ".join(extra), refresh=False)
             if state in ENDED:  # its last state becomes a line above the live bars; its clock stops there
                 bar.close()
@@ -100,7 +105,7 @@ class ShardBars:
     def _bar(self, desc: str, n: int, total: int) -> Any:
         """A bar that starts at `n` (a shard followed mid-run: its rate and ETA count from now on)."""
         return self._tqdm(total=max(total, n), initial=n, desc=desc, unit="trial", file=self.stream, leave=True,
-                          **self._width)
+                          bar_format=BAR_FORMAT, **self._width)
 
     def close(self, progress: Any | None = None) -> None:
         if progress is not None:

@@ -246,7 +246,8 @@ def _summarise(result: dict, ms_list: list[float], repeats: int, busy: float | N
                interleaved: bool = False) -> None:
     """A library's timing fields. `busy`: None on a server, whose load this host does not see."""
     q1, med, q3 = np.percentile(ms_list, [25, 50, 75])
-    result.update(latency_ms_median=float(med), latency_ms_iqr=float(q3 - q1), latency_ms=list(ms_list),
+    result.update(latency_ms_median=float(med), latency_ms_iqr=float(q3 - q1), latency_ms_q1=float(q1),
+                  latency_ms_q3=float(q3), latency_ms=list(ms_list),
                   repeats=repeats, busy_cores=busy, timing_s=round(seconds, 3), interleaved=interleaved)
 
 

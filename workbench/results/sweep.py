@@ -171,6 +171,7 @@ def sweep_run(run_dir: str, slices: list[int], host: SliceHost | None = None, ev
                     continue
                 row = {"model": spec.model, "tuned_at": int(r["name"]), "inferred_at": percent,
                        "latency_ms_median": r["latency_ms_median"], "latency_ms_iqr": r["latency_ms_iqr"],
+                       "latency_ms_q1": r.get("latency_ms_q1"), "latency_ms_q3": r.get("latency_ms_q3"),
                        "sm_count": r.get("sm_count"), "cores": r.get("cores"),
                        "slice_applied": r["slice_applied"], "slicing": r["slicing"], "reason": r["reason"],
                        "stands_for": list(stands_for), "busy_cores": r.get("busy_cores")}

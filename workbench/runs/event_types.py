@@ -378,6 +378,8 @@ class SweepPoint(Event):
     inferred_at: int
     latency_ms_median: float
     latency_ms_iqr: float = 0.0
+    latency_ms_q1: float | None = None  # the quartiles, for error bars that need not be symmetric (None: older logs)
+    latency_ms_q3: float | None = None
     model: str = ""
     sm_count: int | None = None
     cores: list[int] | None = None

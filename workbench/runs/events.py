@@ -52,7 +52,7 @@ from workbench.runs.event_types import (
     Verified,
     WorkerLost,
 )
-from workbench.units import fmt_us
+from workbench.units import fmt_us, time_unit
 
 EVENTS_FILE = "events.jsonl"
 EVENT_START = b'{"t":'  # every line starts so (see EventWriter.emit)
@@ -208,20 +208,23 @@ def since_last_raise(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
 # -- the line a person reads ---------------------------------------------------------------------------
 
 def timed_line(e: Timed, at: str = "") -> str:
-    """A stage's timing: the model it kept, against the baseline first, then against TVM's untuned build."""
+    """A stage's timing: the model it kept, against the baseline first, then against TVM's untuned build; every time
+    of the line in one unit."""
     kept_ms, kept_iqr = (e.untuned_ms, e.untuned_iqr_ms) if e.kept == "untuned" else (e.tuned_ms, e.tuned_iqr_ms)
-    line = f"{at}model {fmt_timing(kept_ms, kept_iqr)}"
+    unit = time_unit([v * 1e3 for v in (kept_ms, e.baseline_ms, e.tuned_ms, e.untuned_ms) if v is not None])
+    line = f"{at}model {fmt_timing(kept_ms, kept_iqr, unit=unit)}"
     if e.baseline_ms is not None:
-        line += f": {versus(e.vs_baseline, e.vs_baseline_verdict, e.baseline)} ({fmt_timing(e.baseline_ms)})"
+        line += (f": {versus(e.vs_baseline, e.vs_baseline_verdict, e.baseline)} "
+                 f"({fmt_timing(e.baseline_ms, unit=unit)})")
     elif e.baseline:
         line += f": {e.baseline} not timed ({e.baseline_note})"
     if e.verdict == NO_TUNED_SCHEDULE:
         line += "; no tuned schedule beat the defaults, so the model is TVM's untuned build"
     elif e.verdict == "slower":
-        line += (f"; TVM's tuned build ({fmt_timing(e.tuned_ms)}) timed slower than its untuned one, so the untuned "
-                 "build is kept")
+        line += (f"; TVM's tuned build ({fmt_timing(e.tuned_ms, unit=unit)}) timed slower than its untuned one, so "
+                 "the untuned build is kept")
     else:
-        line += f"; {versus(e.speedup, e.verdict, 'TVM untuned')} ({fmt_timing(e.untuned_ms)})"
+        line += f"; {versus(e.speedup, e.verdict, 'TVM untuned')} ({fmt_timing(e.untuned_ms, unit=unit)})"
     line += f", on the server under {e.server}" if e.server else ""
     return line + (f"; {busy_warning(e.busy_cores)}" if is_busy(e.busy_cores) else "")
 

@@ -32,12 +32,18 @@ from workbench.runs.event_types import (
     Verified,
 )
 from workbench.spec import TuneSpec
-from workbench.units import fmt_seconds
+from workbench.units import fmt_rate, fmt_seconds
 
 RATE_WINDOW_S = 300.0  # the trials/s rate is measured over the last 5 minutes of tuning
 FINISH_STEPS = (Merged, Compiled, Verified, Timed)  # a slice's finishing steps: one unit of overall progress each
 FINISH_GUESS_BASE_S, FINISH_GUESS_PER_TASK_S = 10.0, 2.0  # before a slice of the run has finished: 10 s + 2 s a task
 SWEEP_POINT_GUESS_S = 5.0  # one sweep point (a model timed at a slice) before one was measured
+# Before a slice's first batch lands: its clients' start (intrinsics, servers, each task's default timed, the first
+# search) and then the trials, guessed per target from the sample models on the 2-core box and an H200 host
+# (docs/benchmarks.md: 1.6 mlp trials/s on 16 cores); the ETA says it is a guess until a batch gives a rate.
+FIRST_BATCH_GUESS_S = 20.0
+GUESS_S_PER_TRIAL = {"cuda": 1.0}
+GUESS_S_PER_TRIAL_CPU = 0.5
 
 
 def local_time(t: float | None) -> pd.Timestamp:
@@ -70,6 +76,17 @@ class Overall:
     finish_basis: str
     note: str
     ended: bool
+    drawn: float = 0.0  # what the whole-run bar draws: see `bar_fraction`
+    guessed: bool = False  # the ETA is the guess made before any batch landed (no rate measured yet)
+
+    def __repr__(self) -> str:
+        return f"<Overall {self.describe()}>"
+
+    def _repr_html_(self) -> str:
+        import html
+
+        tip = html.escape(self.note, quote=True)
+        return f"<div title='{tip}'><b>whole run</b>: {html.escape(self.describe())}</div>"
 
     @property
     def fraction(self) -> float:
@@ -84,9 +101,11 @@ class Overall:
         words = [f"{self.done}/{self.total} trials"]
         words.append(self.phase + (f" @{self.tuned_at}%" if self.tuned_at is not None and not self.ended else ""))
         if self.rate:
-            words.append(f"{self.rate:.3g} trials/s")
+            words.append(fmt_rate(self.rate))
         if not self.ended:
-            words.append(f"ETA {fmt_seconds(self.eta_s)}" if self.eta_s is not None else "ETA after the first batch")
+            guess = " (a guess until the first batch)" if self.guessed else ""
+            words.append(f"ETA {fmt_seconds(self.eta_s)}{guess}" if self.eta_s is not None else
+                         "ETA after the first batch")
         return " · ".join(words)
 
 
@@ -168,6 +187,8 @@ class _Tally:
     phase: str = "starting"
     tuned_at: int | None = None
     finish_asked: bool = False
+    t0: float | None = None  # when the run (or its latest session) started
+    tuning_t: float | None = None  # when the latest tuning phase began
 
 
 def _tally(events: list[Event]) -> _Tally:
@@ -177,6 +198,7 @@ def _tally(events: list[Event]) -> _Tally:
         if isinstance(e, (Launched, RunStarted)):
             k.finish_asked = False
             session += isinstance(e, RunStarted)
+            k.t0 = e.t
         elif isinstance(e, FinishRequested):
             k.finish_asked = True
         elif isinstance(e, ShardPlanned):
@@ -193,6 +215,8 @@ def _tally(events: list[Event]) -> _Tally:
                 k.batches.setdefault((session, e.tuned_at), []).append((e.t, e.batch_size))
         elif isinstance(e, Phase):
             k.phase, k.tuned_at = e.phase, e.tuned_at
+            if e.phase == "tuning":
+                k.tuning_t = e.t
             if e.phase == "merging" and e.tuned_at is not None:
                 k.merging[e.tuned_at] = e.t
             elif e.phase == "verifying" and e.tuned_at is not None:
@@ -246,7 +270,7 @@ def overall(events: list[Event], plan: Plan | None, spec: TuneSpec, status: str,
         finish_note = (f"finishing a slice (merge, compile, verify, time) is guessed at {fmt_seconds(finish_s)} "
                        f"({FINISH_GUESS_BASE_S:.0f} s + {FINISH_GUESS_PER_TASK_S:.0f} s x {n_tasks} tasks) until this "
                        "run has finished one")
-    rate_note = (f"rate {rate:.3g} trials/s, measured over the last {fmt_seconds(span)} of tuning" if rate else
+    rate_note = (f"rate {fmt_rate(rate)}, measured over the last {fmt_seconds(span)} of tuning" if rate else
                  "no batch measured yet, so no rate")
     ended = status in TERMINAL or status == "crashed"
     steps = dict(done=done, total=total, steps_done=len(k.steps), steps_total=len(FINISH_STEPS) * len(slices),
@@ -254,14 +278,21 @@ def overall(events: list[Event], plan: Plan | None, spec: TuneSpec, status: str,
     if ended:
         early = " (finished early: later slices skipped)" if k.skipped else ""
         return Overall(**steps, eta_s=0.0 if status in ("done", "partial") else None, phase=status, tuned_at=None,
-                       note=f"the run ended {status}{early}; {rate_note}", ended=True)
+                       note=f"the run ended {status}{early}; {rate_note}", ended=True,
+                       drawn=1.0 if status in ("done", "partial") else done / total if total else 0.0)
     trials_left = 0 if k.finish_asked else total - done
     tune_s: float | None = 0.0
+    last = max((b[-1][0] for b in k.batches.values() if b), default=None)
+    guessed = bool(trials_left) and not rate
+    s_per_trial = 1 / rate if rate else GUESS_S_PER_TRIAL.get(plan.target.kind if plan else "", GUESS_S_PER_TRIAL_CPU)
     if trials_left:
-        last = max((b[-1][0] for b in k.batches.values() if b), default=None)
-        tune_s = trials_left / rate if rate else None
-        if tune_s is not None and k.phase == "tuning" and last is not None:
+        tune_s = trials_left * s_per_trial
+        if rate and k.phase == "tuning" and last is not None:
             tune_s = max(0.0, tune_s - (now - last))  # counts down between batches
+        elif guessed:  # no batch yet: the clients' start, then the trials, counting down from the run's start
+            tune_s = max(0.0, FIRST_BATCH_GUESS_S + tune_s - (now - (k.t0 if k.t0 is not None else now)))
+            rate_note = (f"no batch measured yet: the ETA guesses {fmt_seconds(FIRST_BATCH_GUESS_S)} for the clients "
+                         f"to start and {s_per_trial:.2g} s per trial until the first batch gives a rate")
     will_finish = [s for s in slices if s not in k.skipped and (s, Timed.KIND) not in k.steps
                    and (not k.finish_asked or s in k.tuned)]
     finish_left = sum(max(0.0, finish_s - (now - k.merging[s])) if s in k.merging else finish_s for s in will_finish)
@@ -274,7 +305,25 @@ def overall(events: list[Event], plan: Plan | None, spec: TuneSpec, status: str,
         sweep_note = (f"; then the sweep: {len(spec.sweep_slices)} slices x {stages} models at "
                       f"~{fmt_seconds(point_s)} each")
     eta = None if tune_s is None else round(tune_s + finish_left + sweep_left, 1)
+    in_flight = (plan.budget.batch * max(1, len(plan.shards))) if plan else spec.trials_per_batch
+    since = max((t for t in (last, k.tuning_t) if t is not None), default=None) if k.phase == "tuning" else None
+    drawn = bar_fraction(done, total, k.finish_asked, s_per_trial, now, since, in_flight)
     asked = "Finish was asked for: no more trials; " if k.finish_asked else ""
     note = (f"ETA = {asked}trials left / rate + finishing {len(will_finish)} slice(s)"
             f"{' + the sweep' if sweep_note else ''}; {rate_note}; {finish_note}{sweep_note}")
-    return Overall(**steps, eta_s=eta, phase=k.phase, tuned_at=k.tuned_at, note=note, ended=False)
+    return Overall(**steps, eta_s=eta, phase=k.phase, tuned_at=k.tuned_at, note=note, ended=False, drawn=drawn,
+                   guessed=guessed)
+
+
+def bar_fraction(done: int, total: int, finish_asked: bool, s_per_trial: float, now: float, since: float | None,
+                 in_flight: int) -> float:
+    """What the whole-run bar draws: the trials' share of the budget, moving between batches as the rate expects
+    (at most the batch in flight of every shard past the trials measured, and never full before they are), and full
+    once every trial is in (or Finish was asked for) while the text says what finishing is left. So a run of one
+    batch per shard moves from its first second instead of sitting at 0 % and jumping to 100 %."""
+    if not total or finish_asked or done >= total:
+        return 1.0
+    expected = done  # between tuning phases (`since` None) the bar stays at the trials measured
+    if since is not None and s_per_trial > 0:
+        expected = min(done + in_flight, done + max(0.0, now - since) / s_per_trial)
+    return min(0.99, max(done, expected) / total)

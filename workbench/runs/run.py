@@ -6,6 +6,7 @@ Run can be re-opened from any process: after a kernel restart, from the CLI, fro
 from __future__ import annotations
 
 import contextlib
+import html
 import os
 import time
 from collections.abc import Iterator
@@ -15,6 +16,7 @@ import pandas as pd
 
 from workbench.plan.plan import Plan
 from workbench.procs import group_alive
+from workbench.readable import readable
 from workbench.runs import store
 from workbench.runs.cluster_view import ClusterView, cluster_view
 from workbench.runs.event_types import (
@@ -33,6 +35,7 @@ from workbench.runs.event_types import (
     Telemetry,
 )
 from workbench.runs.events import EventReader, as_dict, since_last_raise
+from workbench.runs.headline import Headline, headline
 from workbench.runs.model import Signature, TensorSpec, TunedModel, output_specs
 from workbench.runs.progress import Overall, overall, shard_progress
 from workbench.runs.tables import budget_history, events_table, results_table, time_spent
@@ -216,14 +219,15 @@ class Run:
         from workbench.runs.task_table import task_table
 
         df = task_table(self.plan, self._all(), self.spec.slices)
-        return df if tuned_at is None else df[df.tuned_at == tuned_at].reset_index(drop=True)
+        # shown as people read it (share as %, one time unit per column); the numbers stay as they are
+        return readable(df if tuned_at is None else df[df.tuned_at == tuned_at].reset_index(drop=True))
 
     def progress(self) -> pd.DataFrame:
         """One row per (tuned_at, shard): trials done and budgeted, tasks (measured), the shard's best estimate
         `est_shard_us` (sum over its measured tasks of weight x best latency so far), state (planned, running,
         finished, failed, or stopped: the run ended before the shard did), `started` / `last_batch` (local
         datetimes), `elapsed_s`, and the ETA while running (see `run_progress.shard_progress`)."""
-        return shard_progress(self._all(), self._finished_event() is not None)
+        return readable(shard_progress(self._all(), self._finished_event() is not None))
 
     def overall(self, now: float | None = None) -> Overall:
         """The whole run in one figure: trials done of a total fixed at the start (trials per slice x tuning
@@ -331,6 +335,11 @@ class Run:
         have = ", ".join(str(r["tuned_at"]) for r in rows)
         raise SpecError("tuned_at", f"must be a slice the run was tuned and compiled at ({have}); got {tuned_at!r}")
 
+    def headline(self) -> Headline:
+        """The run's result in one line, baseline first: "mlp-small at 100 %: 74.0 us → 3.79 us, 19.5x faster than
+        PyTorch eager fp32; 1.21x faster than TVM untuned"; its text is empty before a stage is timed."""
+        return headline(self.results, self.spec.model)
+
     def results_table(self) -> pd.DataFrame:
         """The results as people read them: "tuned at (%)", "latency (median ± IQR)", "speedup vs untuned", ..."""
         return results_table(self.folder.read_results())
@@ -350,7 +359,8 @@ class Run:
         """Latency per (tuned_at, inferred_at) from the sweep_point events, live; the latest point wins, also over
         an older one at a slice that a later point stands for (`stands_for`: a CPU's slices of one core count).
         Points from before the run's budget was last raised (`resume --trials`) timed models that are gone: left out."""
-        cols = ["model", "tuned_at", "inferred_at", "latency_ms_median", "latency_ms_iqr", "sm_count", "cores",
+        cols = ["model", "tuned_at", "inferred_at", "latency_ms_median", "latency_ms_iqr", "latency_ms_q1",
+                "latency_ms_q3", "sm_count", "cores",
                 "slice_applied", "slicing", "reason", "stands_for", "busy_cores"]
         swept = self._all(SweepPoint)
         current = since_last_raise([as_dict(e) for e in self._all(Launched, SweepPoint)])
@@ -399,7 +409,15 @@ class Run:
                 "wall_s": round(fin.t - started[0].t, 1) if fin and started else None}
 
     def __repr__(self) -> str:
-        return f"<Run {self.id} {self.spec.model} status={self.status}>"
+        said = self.headline().text
+        return f"<Run {self.id} {self.spec.model} status={self.status}>" + (f"\n{said}" if said else "")
+
+    def _repr_html_(self) -> str:
+        said = self.headline()
+        color = "#c62828" if said.warn else "#2e7d32"
+        line = f"<br><b style='color:{color}'>{html.escape(said.text)}</b>" if said.text else ""
+        return (f"<div><code>Run {html.escape(self.id)}</code> {html.escape(self.spec.model)}: "
+                f"<b>{html.escape(self.status)}</b>{line}</div>")
 
 
 def list_runs(home: str | None = None) -> pd.DataFrame:

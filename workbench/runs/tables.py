@@ -157,8 +157,8 @@ def time_spent(events: list[dict[str, Any]]) -> pd.DataFrame:
 
 def time_line(spent: pd.DataFrame) -> str:
     """'at 100 %: search 81 % (initial population 29 %, evolution 35 %, cost model scores 17 %), build 15 %, measure
-    2 %, ... of 2154 shard-seconds', a clause per tuning slice (a search phase under 0.5 % left out of the brackets);
-    '' when no shard has finished."""
+    2 %, ... of 2154 s of tuning in all clients', a clause per tuning slice (a search phase under 0.5 % left out
+    of the brackets); '' when no shard has finished."""
     parts = []
     for tuned_at, stage in spent.groupby("tuned_at", sort=True):
         share = dict(zip(stage["phase"], stage["share"]))
@@ -167,5 +167,5 @@ def time_line(spent: pd.DataFrame) -> str:
         inner = ", ".join(f"{p} {100 * s:.0f} %" for p, s in search.items() if s >= 0.005)  # none at 0 %
         inner = f" ({inner})" if inner else ""
         parts.append(f"at {tuned_at} %: search {100 * sum(search.values()):.0f} %{inner}, {rest} of "
-                     f"{stage['seconds'].sum():.0f} shard-seconds")
+                     f"{stage['seconds'].sum():.0f} s of tuning in all clients")
     return "; ".join(parts)
