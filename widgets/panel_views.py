@@ -185,10 +185,10 @@ class RunViews:
         self._sweep_sig = sig
         if not len(df):
             return
-        if self.sweep_figure is None:
+        first = self.sweep_figure is None
+        if first:  # drawn whole before it is shown: a view made while the first edits fly would miss them
             self.sweep_figure = make_sweep_figure()
             self.sweep_figure.add_class("wb-sweep-fig")
-            self._sweep_box.children = (self.sweep_figure, self._recommendation)
         self._rec = recommend_tuning_slice(df, untuned)
         n_sweep = len(self.sweep_figure.data)
         chosen = self._rec if self._rec is not None and self._rec.choice else None  # no outline without a choice
@@ -197,8 +197,10 @@ class RunViews:
         note = ("Open points share their cores with a timed slice, so one timing stands for them: " + "; ".join(shared)
                 if shared else "")
         self._sweep_z = update_sweep_figure(self.sweep_figure, df, chosen, note)
-        if len(self.sweep_figure.data) != n_sweep:
+        if first or len(self.sweep_figure.data) != n_sweep:
             persist(self.sweep_figure)  # as for the live figure: new traces must survive a late view
+        if first:
+            self._sweep_box.children = (self.sweep_figure, self._recommendation)
         self._sweep_box.layout.display = ""
         if self._rec is None:
             self._recommendation.value = ""

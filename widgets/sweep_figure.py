@@ -175,7 +175,7 @@ def update_sweep_figure(fig: go.FigureWidget, sweep: pd.DataFrame, rec: Recommen
             shapes.append(dict(type="rect", xref="x2 domain", yref="y2", x0=0, x1=1, y0=i - 0.5, y1=i + 0.5,
                                line=dict(color="#e53935", width=3), fillcolor="rgba(0,0,0,0)"))
         fig.layout.shapes = shapes
-        _set_note(fig, note)
+    _set_note(fig, note)  # after the batch: adding an annotation inside it would undo the batch's title edits
     return z
 
 

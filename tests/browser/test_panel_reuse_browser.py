@@ -130,12 +130,15 @@ def test_panel_reused_stopped_and_reloaded(request, require_browser: Callable[[]
     page.add_style_tag(content=".jp-toast-container, .Toastify { display: none !important; }")  # news pop-ups
     page.evaluate(RUN_CELL, [0, 120])
     page.wait_for_selector(".wb-panel .wb-status", timeout=60_000)
+    for section in ("charts", "shards", "results", "sweep"):  # unfolded as a user does, to see every view
+        page.click(f".wb-panel button.wb-toggle-{section}")
 
-    # run 1 to the end: the status line states the result first
+    # run 1 to the end: the headline above the status states the result, baseline first
     assert "run1 done" in page.evaluate(RUN_CELL, [1, 300])
     status = page.evaluate(STATUS)
     log(status)
-    assert re.match(r"(best )?model [\d.]+ (us|ms) \(tuned at 100 %\): ", status), status
+    headline = page.inner_text(".wb-panel .wb-headline")
+    assert re.match(r"mlp-small at 100 %: [\d.]+ (us|ms)", headline), headline
     assert "done" in status and "8/8 trials" in status, status
     spent = page.inner_text(".wb-panel .wb-time-spent")  # under the results: where the shards' tuning went
     assert re.match(r"Time spent tuning, at 100 %: search \d+ %( \(.*\))?, build \d+ %, .* "

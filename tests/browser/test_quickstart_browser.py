@@ -46,6 +46,8 @@ def test_quickstart_in_jupyterlab(request, require_browser: Callable[[], str], a
     page.wait_for_function(f"() => {{ const s = ({STATUS})(); return (s.includes('running') && ({CURVE_POINTS})() > 0)"
                            " || s.includes('done') || s.includes('failed'); }", timeout=180_000, polling=250)
     if "running" in page.evaluate(STATUS):
+        page.locator(".wb-panel button.wb-toggle-charts").click()  # folded until asked for: the live curves
+        page.wait_for_timeout(1000)
         page.locator(".wb-panel").scroll_into_view_if_needed()
         page.locator(".wb-panel").screenshot(path=str(artifacts / "quickstart-running.png"))
     print(f"{time.monotonic() - t0:.0f} s: {page.evaluate(STATUS)}")

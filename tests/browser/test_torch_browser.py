@@ -165,7 +165,10 @@ def test_torch_model_tuned_from_the_panel(request, require_browser: Callable[[],
     assert page.evaluate(STATE_IS, ["done"]), status
     assert "4/4 trials" in status, status
 
-    # the results table: one row (tuned at 100 %) with the PyTorch eager baseline beside the tuned model
+    # the results table (its section opened as a user opens it): one row (tuned at 100 %) with the PyTorch eager
+    # baseline beside the tuned model; the headline above names that baseline first
+    assert "PyTorch eager" in page.locator(f"{PANEL} .wb-headline").inner_text()
+    page.locator(f"{PANEL} button.wb-toggle-results").click()
     page.wait_for_selector(f"{RESULTS} table", timeout=60_000)
     results = page.locator(RESULTS).inner_text()
     assert "baseline" in results and "PyTorch eager" in results, results
@@ -173,6 +176,7 @@ def test_torch_model_tuned_from_the_panel(request, require_browser: Callable[[],
     assert page.locator(f"{RESULTS} table tbody tr").count() == 1, results
 
     # Export model: the run's model goes to <export folder>/<run id>-model/ under the kernel's cwd
+    page.locator(f"{PANEL} button.wb-toggle-export").click()
     page.locator(EXPORT_MODEL).click(timeout=60_000)  # waits for the button to be enabled
     page.wait_for_function(f"() => {{ const m = document.querySelector('{EXPORT_MSG}');"
                            " return m && m.innerText.trim().startsWith('exported'); }", timeout=120_000, polling=500)

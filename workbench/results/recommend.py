@@ -32,6 +32,9 @@ class Recommendation:
     busy: tuple[int, ...] = ()
     untuned_faster_at: tuple[int, ...] = ()  # inference slices where the untuned build beats this model
 
+    def __repr__(self) -> str:  # its sentence, not the frames it holds (`.slowdown` has the table)
+        return f"<Recommendation {self.sentence}>"
+
 
 def _table(sweep: pd.DataFrame, values: str) -> pd.DataFrame:
     m = sweep.pivot_table(index="tuned_at", columns="inferred_at", values=values, aggfunc="median")

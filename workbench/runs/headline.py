@@ -7,6 +7,7 @@ speedup over the untuned build; a stage that kept the untuned build says why.
 """
 from __future__ import annotations
 
+import html
 import math
 import os
 from dataclasses import dataclass
@@ -31,6 +32,14 @@ class Headline:
 
     def __str__(self) -> str:
         return self.text
+
+    def __repr__(self) -> str:
+        return self.text or "(no stage timed yet)"
+
+    def _repr_html_(self) -> str:
+        if not self.text:
+            return "<i>no stage timed yet</i>"
+        return f"<b style='color:{'#c62828' if self.warn else '#2e7d32'}'>{html.escape(self.text)}</b>"
 
 
 def _known(v: Any) -> bool:

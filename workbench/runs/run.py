@@ -6,7 +6,6 @@ Run can be re-opened from any process: after a kernel restart, from the CLI, fro
 from __future__ import annotations
 
 import contextlib
-import html
 import os
 import time
 from collections.abc import Iterator
@@ -411,13 +410,6 @@ class Run:
     def __repr__(self) -> str:
         said = self.headline().text
         return f"<Run {self.id} {self.spec.model} status={self.status}>" + (f"\n{said}" if said else "")
-
-    def _repr_html_(self) -> str:
-        said = self.headline()
-        color = "#c62828" if said.warn else "#2e7d32"
-        line = f"<br><b style='color:{color}'>{html.escape(said.text)}</b>" if said.text else ""
-        return (f"<div><code>Run {html.escape(self.id)}</code> {html.escape(self.spec.model)}: "
-                f"<b>{html.escape(self.status)}</b>{line}</div>")
 
 
 def list_runs(home: str | None = None) -> pd.DataFrame:
