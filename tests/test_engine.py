@@ -40,13 +40,15 @@ def _kinds(run):
 def test_event_log_is_complete(finished_run):
     run = finished_run
     kinds = _kinds(run)
-    for kind in ("run_started", "hardware", "server_ready", "shard_planned", "shard_started", "batch",
+    for kind in ("run_started", "hardware", "server_ready", "shard_planned", "replanned", "shard_started", "batch",
                  "shard_finished", "merged", "compiled", "verified", "timed", "sweep_point", "run_finished"):
         assert kind in kinds, kind
     assert kinds.count("server_ready") == 2 and kinds.count("shard_finished") == 2
     for started in run.event_list("shard_started"):  # the client's start-up, by phase, from its process start
         phases = started["startup_s"]
-        assert list(phases) == ["import", "builder", "tasks", "intrinsics", "design_spaces", "total"], phases
+        # the first stage's clients time the defaults, then wait for the plan by measured time
+        assert list(phases) == ["import", "builder", "tasks", "intrinsics", "defaults", "plan", "design_spaces",
+                                "total"], phases
         assert phases["import"] > 0 and abs(sum(phases.values()) - 2 * phases["total"]) < 0.05, phases
     timed = run.event_list("timed")[-1]
     assert 5 <= timed["untuned_repeats"] <= 15 and 5 <= timed["tuned_repeats"] <= 15

@@ -21,6 +21,11 @@ STRATEGIES = {
     "evolutionary-lean": "that, with a quarter of its population and half its generations",
     "replay-trace": "TVM's ReplayTrace: random draws of the design space",
 }
+PRECISIONS = {
+    "fp32": "float32 throughout: the model as given",
+    "fp16": "matmuls and convolutions in float16 with float32 accumulation, the rest in float16 (Relax's "
+            "ToMixedPrecision): tensor cores on a GPU; inputs and outputs stay float32",
+}
 RUNNERS = {
     "rpc-batch": "one RPC session per server per batch (runner/batch.py)",
     "rpc": "stock RPCRunner: one RPC session per candidate",

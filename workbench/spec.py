@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from workbench.errors import SpecError as SpecError  # re-exported: where users and the engine take it from
-from workbench.options import COST_MODELS, STRATEGIES
+from workbench.options import COST_MODELS, PRECISIONS, STRATEGIES
 
 TARGETS = ("auto", "cpu", "cuda")
 MAX_SERVERS = 64
@@ -213,6 +213,8 @@ class TuneSpec:
     trials: int | None = _opt(None, f"trials measured per tuning slice, all tasks together (default "
                                     f"{DEFAULT_TRIALS}, or trials-per-task x tasks); a model with more tasks than "
                                     "that has batches for is tuned where its time goes")
+    precision: str = _opt("fp32", "fp32, or fp16 (matmuls and convolutions in float16 with float32 accumulation: "
+                                  "tensor cores on a GPU; inputs and outputs stay float32)")
     trials_per_batch: int = _opt(16, "trials measured per batch")
     trials_per_task: int | None = _opt(None, "at most this many trials per task (stock MetaSchedule's "
                                              "max_trials_per_task)")
@@ -261,6 +263,7 @@ class TuneSpec:
         _check_int("trials_per_batch", self.trials_per_batch, 1, 512)
         _check_choice("cost_model", self.cost_model, COST_MODELS)
         _check_choice("strategy", self.strategy, STRATEGIES)
+        _check_choice("precision", self.precision, PRECISIONS)
         if self.seed is not None:
             _check_int("seed", self.seed, 0, 2**31 - 1)
         if self.tracker is not None:

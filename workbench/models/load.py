@@ -7,7 +7,7 @@ constants and only static shapes (MetaSchedule needs them). TVM and onnx are imp
 from __future__ import annotations
 
 import numbers
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -83,15 +83,38 @@ def check_model(name_or_path: str, input_shape: Shape | None = None) -> None:
     onnx_signature(read_onnx(path, load_external_data=False), path, input_shape)
 
 
-def load_model(name_or_path: str, input_shape: Shape | None = None) -> LoadedModel:
-    """Build a sample model or import an ONNX file; raises SpecError naming the bad field."""
+def load_model(name_or_path: str, input_shape: Shape | None = None, precision: str = "fp32") -> LoadedModel:
+    """Build a sample model or import an ONNX file, at `precision` (`options.PRECISIONS`); raises SpecError naming
+    the bad field. Every process of a run loads it so, so that the tasks it tunes are the ones it compiles."""
     input_shape = _check_shape_value(input_shape)
     sample = _sample(name_or_path)
     if sample is not None:
-        return _load_sample(name_or_path, *sample, input_shape)
-    if str(name_or_path).endswith(torch_module.SUFFIX):
-        return _load_saved(name_or_path, input_shape)
-    return _load_onnx(onnx_path(name_or_path, [info.name for info in list_models()]), input_shape)
+        model = _load_sample(name_or_path, *sample, input_shape)
+    elif str(name_or_path).endswith(torch_module.SUFFIX):
+        model = _load_saved(name_or_path, input_shape)
+    else:
+        model = _load_onnx(onnx_path(name_or_path, [info.name for info in list_models()]), input_shape)
+    return in_precision(model, precision)
+
+
+FP16_NOTE = ("fp16: matmuls and convolutions run in float16 with float32 accumulation, the other operators in "
+             "float16 (Relax's ToMixedPrecision); inputs and outputs stay float32, and the outputs are checked "
+             "against the float32 build at float16 tolerances")
+
+
+def in_precision(model: LoadedModel, precision: str) -> LoadedModel:
+    """`model` at `precision`: fp16 through Relax's ToMixedPrecision (float32 accumulation, the interface kept)."""
+    if precision == "fp32":
+        return model
+    if precision != "fp16":
+        raise SpecError("precision", f"must be one of fp32, fp16, got {precision!r}")
+    if model.dtype != "float32":
+        raise SpecError("precision", f"fp16 applies to a float32 model; {model.name} takes {model.dtype}")
+    from tvm import relax
+
+    mod = relax.transform.ToMixedPrecision(out_dtype="float32")(model.mod)
+    note = "; ".join(n for n in (model.note, FP16_NOTE) if n)
+    return replace(model, mod=mod, note=note)
 
 
 # --------------------------------------------------------------------------------------------

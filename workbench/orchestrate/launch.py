@@ -94,14 +94,14 @@ def plan_run(spec: TuneSpec, hw: Hardware | None = None, options: EngineOptions 
         raise SpecError("gpus", "GPU indices apply to --target cuda with local servers only")
     else:
         gpus = []
-    model = load_model(spec.model, spec.input_shape)
+    model = load_model(spec.model, spec.input_shape, spec.precision)
     tasks = [task_info(t) for t in extract_tasks(model.mod, tspec.build())]
     if not tasks:
         raise SpecError("model", f"{spec.model} has no tunable operator for {kind}")
     budget, shards = shard_plan(tasks, spec, kind)  # by estimate: the supervisor plans again by measured time
     notes = [] if spec.tracker else slice_notes(spec.slices, spec.sweep_slices, kind, tspec.num_cores)
     notes += [model.note] if model.note else []
-    chosen, no_baseline = baseline.choose(spec.model, kind)
+    chosen, no_baseline = baseline.choose(spec.model, kind, spec.precision)
     if kind != "cuda":
         notes.append("on a CPU, TVM's untuned build is a naive loop nest, so a speedup over it means little: "
                      + (f"the tuned model is compared with {chosen.label} first" if chosen else no_baseline))

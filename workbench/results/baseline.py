@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib.util
 import os
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -34,6 +35,7 @@ class Baseline:
     tf32_matmul: bool = False  # TF32 for matmuls, as the user had it (a CUDA run; PyTorch's default: off)
     tf32_conv: bool = False  # TF32 for cuDNN convolutions, as the user had it (a CUDA run; PyTorch's default: on)
     compare_outputs: bool = True  # a twin has other weights: its outputs say nothing
+    autocast: bool = False  # an fp16 run: PyTorch under autocast to float16, as the build under ToMixedPrecision
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -43,16 +45,18 @@ class Baseline:
         return cls(**d)
 
 
-def choose(model: str, target_kind: str) -> tuple[Baseline | None, str]:
-    """The baseline for `model` (a sample name, an .onnx path or a saved PyTorch model) on `target_kind`, or None,
-    and a note for the plan saying what it is, or why there is none."""
+def choose(model: str, target_kind: str, precision: str = "fp32") -> tuple[Baseline | None, str]:
+    """The baseline for `model` (a sample name, an .onnx path or a saved PyTorch model) on `target_kind` at the run's
+    `precision`, or None, and a note for the plan saying what it is, or why there is none. At fp16 PyTorch runs under
+    autocast to float16; onnxruntime runs the model as given (float32), which its label says."""
     import sample_models
 
     torch_here = importlib.util.find_spec("torch") is not None
-    matmul, conv = _user_tf32() if target_kind == "cuda" else (False, False)
-    tf32 = dict(tf32_matmul=matmul, tf32_conv=conv)
-    precision = "fp32"
-    if target_kind == "cuda":
+    matmul, conv = _user_tf32() if target_kind == "cuda" and precision == "fp32" else (False, False)
+    tf32 = dict(tf32_matmul=matmul, tf32_conv=conv, autocast=precision == "fp16")
+    if precision == "fp16":
+        precision = "fp16 (autocast)"
+    elif target_kind == "cuda":
         precision += (" (TF32 on)" if matmul and conv else " (TF32 off)" if not (matmul or conv)
                       else f" (TF32 for {'matmuls' if matmul else 'convolutions'} only)")
     if model.endswith(torch_module.SUFFIX):
@@ -63,7 +67,8 @@ def choose(model: str, target_kind: str) -> tuple[Baseline | None, str]:
     if model.endswith(".onnx"):
         if importlib.util.find_spec("onnxruntime") is None:
             return None, "no baseline: onnxruntime is not installed (pip install onnxruntime) to time the ONNX model"
-        return Baseline("onnxruntime", f"onnxruntime {_ort_version()} ({_ort_provider(target_kind)})",
+        fp32 = ", the model as given: fp32" if precision != "fp32" else ""
+        return Baseline("onnxruntime", f"onnxruntime {_ort_version()} ({_ort_provider(target_kind)}{fp32})",
                         path=os.path.abspath(model)), ""
     key, small = (model[:-len("-small")], True) if model.endswith("-small") else (model, False)
     if key in sample_models.MODELS:
@@ -108,14 +113,17 @@ def build(baseline: Baseline, x: Any, device_kind: str) -> tuple[Callable[[], An
     module = module.to(device)
     tensor = torch.from_numpy(np.ascontiguousarray(x)).to(device)
 
+    def mode() -> Any:
+        return torch.autocast(device_type=device, dtype=torch.float16) if baseline.autocast else nullcontext()
+
     def outputs() -> Any:
-        with torch.no_grad():
+        with torch.no_grad(), mode():
             out = module(tensor)
         outs = out if isinstance(out, (tuple, list)) else (out,)
-        return np.concatenate([o.detach().cpu().numpy().ravel() for o in outs])
+        return np.concatenate([o.detach().float().cpu().numpy().ravel() for o in outs])
 
     def run() -> None:
-        with torch.no_grad():
+        with torch.no_grad(), mode():
             module(tensor)
         if device == "cuda":
             torch.cuda.synchronize()

@@ -87,7 +87,7 @@ def finish_stage(run_dir: str, spec: TuneSpec, target: TargetSpec, tuned_at: int
     merged = merge_databases([folder.shard_db(tuned_at, s.index) for s in shards], folder.merged_db(tuned_at))
     events.emit(Merged(tuned_at=tuned_at, records=merged.records, workloads=merged.workloads, path=merged.path))
     phase("compiling", tuned_at=tuned_at)
-    model = load_model(spec.model, spec.input_shape)
+    model = load_model(spec.model, spec.input_shape, spec.precision)
     tvm_target = target.build()
     t0 = time.time()
     tasks = extract_tasks(model.mod, tvm_target)
@@ -96,6 +96,11 @@ def finish_stage(run_dir: str, spec: TuneSpec, target: TargetSpec, tuned_at: int
     untuned_path = folder.untuned_lib
     if not os.path.exists(untuned_path):
         compile_with_database(model.mod, tvm_target, None, untuned_path)
+    reference, tolerance = untuned_path, None
+    if spec.precision != "fp32":  # checked against the float32 model, at the tolerances of its precision
+        reference, tolerance = folder.float32_lib, "float16"
+        if not os.path.exists(reference):
+            compile_with_database(load_model(spec.model, spec.input_shape).mod, tvm_target, None, reference)
     kept_tuned = [c.task for c in choices if c.kept == "tuned"]
     tuned = folder.tuned_lib(tuned_at)
     if kept_tuned:
@@ -109,15 +114,17 @@ def finish_stage(run_dir: str, spec: TuneSpec, target: TargetSpec, tuned_at: int
                          kept_default=kept_default, choices=[c.to_dict() for c in choices]))
     phase("verifying", tuned_at=tuned_at)
     libs = {"tuned": tuned, "untuned": untuned_path} if kept_tuned else {"untuned": untuned_path}
-    rows = infer_at(run_dir, tuned_at, libs, model, target, host, env, reference=untuned_path,
+    rows = infer_at(run_dir, tuned_at, libs, model, target, host, env, reference=reference,
                     tracker=parse_tracker(spec.tracker) if spec.tracker else None, interleave=True,
-                    baseline=baseline)
+                    baseline=baseline, tolerance=tolerance)
     by = {r["name"]: r for r in rows}
     u = by["untuned"]
     t = by.get("tuned", u)  # no tuned schedule: one binary, timed once
     b = by.get("baseline")
-    events.emit(Verified(tuned_at=tuned_at, match=t.get("match"), max_abs_err=t.get("max_abs_err"),
-                         rel_err=t.get("rel_err"), finite=t.get("finite"), input=t.get("input", ""),
+    checked_against = "float32 build at float16 tolerances" if tolerance else "untuned build"
+    events.emit(Verified(tuned_at=tuned_at, against=checked_against, match=t.get("match"),
+                         max_abs_err=t.get("max_abs_err"), rel_err=t.get("rel_err"), finite=t.get("finite"),
+                         input=t.get("input", ""),
                          output_range=t.get("output_range", []), match_note=t.get("match_note", "")))
     said, kept = stage_verdict(t, u, bool(kept_tuned))
     busy = max((r["busy_cores"] for r in (t, u, b or {}) if r.get("busy_cores") is not None), default=None)

@@ -85,14 +85,15 @@ def varies(y: np.ndarray) -> bool:
     return float(np.max(np.abs(y))) >= NEAR_ZERO and spread > 1e-6 * max(1.0, float(np.max(np.abs(y))))
 
 
-def compare(y: np.ndarray, ref: np.ndarray) -> dict:
-    """Max abs and relative error, and `match` within the tolerances of `ref`'s dtype (exact for integers)."""
+def compare(y: np.ndarray, ref: np.ndarray, tolerance: str | None = None) -> dict:
+    """Max abs and relative error, and `match` within the tolerances of `ref`'s dtype, or of the dtype `tolerance`
+    names (an fp16 build checked against the float32 one: float16's); exact for integers."""
     err = float(np.max(np.abs(y.astype(np.float64) - ref.astype(np.float64)))) if y.size else 0.0
     scale = float(np.max(np.abs(ref))) or 1.0
     if np.issubdtype(ref.dtype, np.integer) or ref.dtype == np.bool_:
         match = bool(np.array_equal(y, ref))
     else:
-        rtol, atol = TOLERANCES.get(str(ref.dtype), TOLERANCES["float32"])
+        rtol, atol = TOLERANCES.get(tolerance or str(ref.dtype), TOLERANCES["float32"])
         match = bool(np.allclose(y, ref, rtol=rtol, atol=atol * scale))
     return {"max_abs_err": err, "rel_err": err / scale, "match": match}
 
@@ -181,7 +182,7 @@ def run(job: dict) -> list[dict]:
         result = {"name": name, **info, "input": kind, "output_range": output_range(y)}
         result["finite"] = bool(np.isfinite(y).all())
         if ref_out is not None:
-            result.update(compare(y, ref_out))
+            result.update(compare(y, ref_out, job.get("tolerance")))
             if not varies(ref_out):  # a match of constants or near-zeros proves nothing: say so
                 result["match"] = None
                 result["match_note"] = (f"inconclusive: the reference's outputs are constant or near zero "
@@ -198,7 +199,8 @@ def run(job: dict) -> list[dict]:
         out.append(result)
         print(json.dumps(result), flush=True)
     if wanted is not None and interleave:
-        row = _baseline_row(wanted, x.numpy(), job["device"], ref_out, over_rpc, info, kind, min_repeat_ms)
+        row = _baseline_row(wanted, x.numpy(), job["device"], ref_out, over_rpc, info, kind, min_repeat_ms,
+                            job.get("tolerance"))
         out.append(row)
         if "error" not in row:
             timers["baseline"] = row.pop("_timer")
@@ -219,7 +221,7 @@ def run(job: dict) -> list[dict]:
 
 
 def _baseline_row(wanted: Baseline, x: np.ndarray, device: str, ref_out: np.ndarray | None, over_rpc: bool,
-                  info: dict, kind: str, min_repeat_ms: float) -> dict:
+                  info: dict, kind: str, min_repeat_ms: float, tolerance: str | None = None) -> dict:
     """The baseline's result row, with its timer (`_timer`, `_one_ms`) where it runs; else an `error` saying why."""
     row = {"name": "baseline", **info, "label": wanted.label, "input": kind}
     if over_rpc:
@@ -235,7 +237,7 @@ def _baseline_row(wanted: Baseline, x: np.ndarray, device: str, ref_out: np.ndar
         return {**row, "error": f"{type(err).__name__}: {str(err).strip().splitlines()[0][:300] if str(err) else ''}"}
     row.update(output_range=output_range(y), finite=bool(np.isfinite(y).all()))
     if ref_out is not None and wanted.compare_outputs and y.shape == ref_out.shape:
-        row.update(compare(y, ref_out))
+        row.update(compare(y, ref_out, tolerance))
     elif not wanted.compare_outputs:
         row.update(match=None, match_note="a twin of the model (same layers and sizes, other weights): its outputs "
                                           "are not compared")

@@ -42,13 +42,14 @@ def infer_at(run_dir: str, percent: int, libs: dict[str, str], model, target: Ta
              host: SliceHost | None, env: dict[str, str], reference: str | None = None,
              timeout: float = INFER_TIMEOUT_S, should_stop: Callable[[], bool] = lambda: False,
              tracker: tuple[str, int, str] | None = None, interleave: bool = False,
-             baseline: dict | None = None) -> list[dict]:
+             baseline: dict | None = None, tolerance: str | None = None) -> list[dict]:
     """Run `workbench.results.infer` under slice `percent` of `host` (its first GPU's daemon and the run's
     pinned-memory limit, as its servers had them; None: this process's cores, no MPS) on `libs`; return
     one result dict per library. With `tracker` (HOST, PORT, KEY) the worker times them on a server under that
     key instead, at the slice that server has (`percent` is then only the stage's name). `interleave`: time the
     libraries in turn, round by round, for a paired comparison (`noise.paired_verdict`); `baseline`: a
-    `results.baseline.Baseline` (as a dict) to time among them, in a process that may import torch.
+    `results.baseline.Baseline` (as a dict) to time among them, in a process that may import torch; `tolerance`: the
+    dtype whose tolerances the outputs are checked at against `reference` (None: the reference's own).
 
     The worker dies with its caller (Linux) and is stopped as soon as `should_stop()` (Interrupted)."""
     folder = os.path.join(run_dir, "infer")
@@ -61,7 +62,7 @@ def infer_at(run_dir: str, percent: int, libs: dict[str, str], model, target: Ta
            "dtype": model.dtype, "slice_percent": percent, "out": out,
            "min_repeat_ms": 20 if target.kind == "cuda" else 50, "parent_pid": os.getpid(),
            "rpc": list(tracker) if tracker else None, "server": server_name(tracker) if tracker else None,
-           "interleave": interleave, "baseline": baseline}
+           "interleave": interleave, "baseline": baseline, "tolerance": tolerance}
     job_path = os.path.join(folder, f"job-{tag}.json")
     with open(job_path, "w") as f:
         json.dump(job, f)
@@ -152,7 +153,7 @@ def sweep_run(run_dir: str, slices: list[int], host: SliceHost | None = None, ev
         gpus = plan.gpus or (0,)
         host = standalone_host(target, gpus, folder.mps_root(gpus[0], "sweep"), slices, events, spec.pinned_mem_mb)
         own_daemons = dict(host.daemons)
-    model = load_model(spec.model, spec.input_shape)
+    model = load_model(spec.model, spec.input_shape, spec.precision)
     env = {k: v for k, v in os.environ.items() if not k.startswith("CUDA_MPS_")}
     rows, untuned = [], []
     try:

@@ -328,9 +328,11 @@ class Compiled(SliceEvent):
 
 @dataclass(frozen=True, kw_only=True)
 class Verified(SliceEvent):
-    """The tuned build's outputs against the untuned build's, on `input` (the first seeded input whose outputs
-    vary); `match` None: inconclusive (constant or near-zero outputs), said in `match_note`."""
+    """The tuned build's outputs against the untuned build's (an fp16 run's: the float32 build's, at float16
+    tolerances: `against`), on `input` (the first seeded input whose outputs vary); `match` None: inconclusive
+    (constant or near-zero outputs), said in `match_note`."""
     KIND = "verified"
+    against: str = "untuned build"
     match: bool | None = None
     max_abs_err: float | None = None
     rel_err: float | None = None

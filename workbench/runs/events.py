@@ -301,7 +301,7 @@ def describe(e: Event) -> str:
             span = f", outputs {e.output_range[0]:.3g} to {e.output_range[1]:.3g}" if len(e.output_range) == 2 else ""
             if e.match is None and e.match_note:
                 return f"{at}outputs not compared: {e.match_note}"
-            return f"{at}outputs match untuned build: {e.match} (max abs err {err}{span})"
+            return f"{at}outputs match {e.against}: {e.match} (max abs err {err}{span})"
         case Timed():
             return timed_line(e, at)
         case SweepPoint():

@@ -108,6 +108,11 @@ class RunDir:
     def untuned_lib(self) -> str:
         return self.file("untuned.so")
 
+    @property
+    def float32_lib(self) -> str:
+        """An fp16 run's untuned float32 build: the reference its outputs are checked against."""
+        return self.file("untuned-fp32.so")
+
     def shard_db_files(self) -> list[str]:
         return sorted(glob.glob(os.path.join(self.path, "stages", "*", "shard-*", "database_*.json")))
 

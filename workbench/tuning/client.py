@@ -200,7 +200,7 @@ def run(job: ShardJob) -> int:
     startup.mark("builder")
     try:
         target = job.target.build()
-        model = load_model(job.spec.model, job.spec.input_shape)
+        model = load_model(job.spec.model, job.spec.input_shape, job.spec.precision)
         by_name = {t.task_name: t for t in extract_tasks(model.mod, target)}
         startup.mark("tasks")
         if not _all_found(job, by_name, events):
