@@ -81,17 +81,16 @@ def finish_stage(run_dir: str, spec: TuneSpec, target: TargetSpec, tuned_at: int
     from workbench.plan.tasks import extract_tasks
     from workbench.results.compile import compile_with_database, floored_database, merge_databases
     from workbench.results.sweep import infer_at
+    from workbench.tuning.intrinsics import load_family
 
     folder = store.RunDir(run_dir)
+    # A record that tensorizes (an fp16 matmul on tensor cores) names the intrinsics its trace applies, and TVM
+    # replays every trace as it reads a database: they must be registered here too, as in the clients that found it.
+    load_family(target.kind, store.cache_dir(run_dir))
     phase("merging", tuned_at=tuned_at)
     merged = merge_databases([folder.shard_db(tuned_at, s.index) for s in shards], folder.merged_db(tuned_at))
     events.emit(Merged(tuned_at=tuned_at, records=merged.records, workloads=merged.workloads, path=merged.path))
     phase("compiling", tuned_at=tuned_at)
-    from workbench.tuning.intrinsics import load_family
-
-    # a tuned record that tensorizes (an fp16 matmul on tensor cores) names the intrinsics its trace applies: they
-    # must be registered here too, as in the clients that found it, to replay it
-    load_family(target.kind, store.cache_dir(run_dir))
     model = load_model(spec.model, spec.input_shape, spec.precision)
     tvm_target = target.build()
     t0 = time.time()

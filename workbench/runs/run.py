@@ -319,7 +319,11 @@ class Run:
         MetaSchedule JSONDatabase, for compiling the model yourself with `ms.relax_integration.compile_relax`."""
         from tvm.s_tir import meta_schedule as ms
 
+        from workbench.tuning.intrinsics import load_family
+
         path = self.folder.best_db(int(self._stage_row(tuned_at)["tuned_at"]))
+        if self.plan is not None:  # TVM replays each record's trace as it reads it: a tensorized one needs these
+            load_family(self.plan.target.kind, store.cache_dir(self.dir))
         return ms.database.JSONDatabase(work_dir=path, allow_missing=False)
 
     def _stage_row(self, tuned_at: int | None) -> dict[str, Any]:
