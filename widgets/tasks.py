@@ -16,7 +16,7 @@ from workbench import Budget, describe_budget
 
 from .analysis import fmt_ratio, fmt_share, fmt_us, time_unit
 
-MAX_ROWS = 15  # rows the table shows; the rest are summed up in one line
+MAX_ROWS = 10  # rows the table shows (so the panel fits one screen); the rest are summed up in one line
 MAX_TASK_TRACES = 5  # task curves per tuning slice in the live plot
 TASK_WIDTH = 34  # characters of a task name the table and the legend show
 SORTS = (("share of time", "share"), ("default time", "default_us"), ("best time", "best_us"),

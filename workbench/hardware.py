@@ -52,7 +52,7 @@ def detect() -> Hardware:
     try:
         pynvml.nvmlInit()
     except pynvml.NVMLError as err:
-        return Hardware(ncores, (), f"NVML unavailable ({err}): no NVIDIA driver on this host")
+        return Hardware(ncores, (), f"no NVIDIA driver on this host (NVML: {err})")  # the reason first, then NVML's
     try:
         gpus = []
         for i in range(pynvml.nvmlDeviceGetCount()):
