@@ -2,6 +2,7 @@
 CLI as a user would with a budget far below tasks x batch: real tuning, real servers, no mocks."""
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -39,8 +40,12 @@ def test_the_plan_is_said_before_anything_starts_and_recorded(cli_run):
     plan_line = next(i for i, line in enumerate(lines) if line.startswith("plan: "))
     first_event = next(i for i, line in enumerate(lines) if line.startswith("run ") and "started" in line)
     assert plan_line < first_event
-    assert (f"tuning 4 of 22 tasks with {TRIALS} trials" in lines[plan_line]
-            and "18 keep their default" in lines[plan_line])
+    assert re.search(rf"tuning 4 of 22 tasks \(\d+% of the estimated cost\) with {TRIALS} trials", lines[plan_line])
+    assert "18 keep their default" in lines[plan_line]
+    # then, once every default is timed and before any trial, the plan by measured time, said as it is made
+    replanned = next(i for i, line in enumerate(lines) if "planned by measured time: tuning 4 of 22 tasks (" in line)
+    first_batch = next(i for i, line in enumerate(lines) if re.search(r"shard \d +\d+/\d+ ", line))
+    assert first_event < replanned < first_batch and "of the measured time" in lines[replanned]
     # 8 trials a shard: its cost model never leaves TVM's random warm-up, and the user is told so before it starts
     note = next(i for i, line in enumerate(lines) if line.startswith("note: 2 of 2 shards measure fewer than 100"))
     assert note < first_event and any(n in lines[note] for n in run.plan.notes)

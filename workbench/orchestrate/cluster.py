@@ -84,6 +84,7 @@ class DaskLauncher:
         self.lost: str | None = None  # why the scheduler is gone
         self.failure: BaseException | None = None  # why it could not start, or what broke the relay (a full disk)
         self.model_name, self.model = "", None
+        self.plan: dict | None = None  # the plan by measured time, for the clients in workers' copies of the folder
         self.closing = threading.Event()
         self.pump = threading.Thread(target=self._pump, name="dask-relay", daemon=True)
         self.setup = threading.Thread(target=self._setup, name="dask-connect", daemon=True)
@@ -240,7 +241,12 @@ class DaskLauncher:
     # -- the relay thread -------------------------------------------------------------------------
     def _set_control(self) -> None:
         self.beat += 1
-        self.control.set({"beat": self.beat, "stop": sorted(self.stopped)}, callback_timeout=5)
+        value = {"beat": self.beat, "stop": sorted(self.stopped), **({"plan": self.plan} if self.plan else {})}
+        self.control.set(value, callback_timeout=5)
+
+    def publish_plan(self, plan: dict) -> None:
+        """With the next heartbeat (within WORKERS_S), the tasks write it into their copies of the run folder."""
+        self.plan = plan
 
     def _pump(self) -> None:
         failing_since, last_workers = None, 0.0

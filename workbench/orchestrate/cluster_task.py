@@ -24,7 +24,7 @@ import uuid
 from dataclasses import dataclass
 
 from workbench.procs import stop_group
-from workbench.runs.store import RECORDS_FILE
+from workbench.runs.store import PLAN_FILE, RECORDS_FILE, write_json
 from workbench.spec import workbench_home
 from workbench.tuning.client import PARENT_PID_ENV, ShardJob
 
@@ -41,7 +41,7 @@ class ShardTask:
 
     attempt: str  # unique per submission; every message carries it
     queue: str  # the run's distributed.Queue of messages to the supervisor
-    control: str  # the run's distributed.Variable: {"beat": n, "stop": [attempt, ...]}
+    control: str  # the run's distributed.Variable: {"beat": n, "stop": [attempt, ...], "plan": plan.json's content}
     job_json: str  # the ShardJob, its paths in the supervisor's run folder
     log_rel: str  # the client's log, relative to the run folder
     files: tuple[tuple[str, str], ...] = ()  # (path relative to the run folder, text): the shard database so far
@@ -178,9 +178,11 @@ class _Relay:
 class _Control:
     """Whether the supervisor wants this attempt to go on: asked to stop, heartbeat stopped, scheduler gone."""
 
-    def __init__(self, variable, attempt: str) -> None:
+    def __init__(self, variable, attempt: str, root: str) -> None:
         self.variable = variable
         self.attempt = attempt
+        self.root = root  # the attempt's copy of the run folder: the plan by measured time goes there
+        self.planned = False
         self.beat, self.beat_at = None, time.monotonic()
         self.failing_since: float | None = None
         self.checked = 0.0
@@ -200,6 +202,9 @@ class _Control:
             return None
         if self.attempt in value.get("stop", ()):
             return "stopped by the supervisor"
+        if value.get("plan") and not self.planned:  # the client waits for it (ShardJob.await_plan)
+            write_json(os.path.join(self.root, PLAN_FILE), value["plan"])
+            self.planned = True
         if value.get("beat") != self.beat:
             self.beat, self.beat_at = value.get("beat"), now
         elif now - self.beat_at > LEASE_S:
@@ -214,8 +219,8 @@ def run_shard(task: ShardTask, model: bytes | None = None) -> int:
     worker, client = get_worker(), get_client()
     queue = Queue(task.queue, client=client)
     relay = _Relay(queue, task.attempt)
-    control = _Control(Variable(task.control, client=client), task.attempt)
     root = os.path.join(worker_home(), task.attempt)
+    control = _Control(Variable(task.control, client=client), task.attempt, root)
     sweep_stale(worker_home())
     try:
         os.makedirs(root, exist_ok=True)

@@ -50,6 +50,10 @@ class ShardLauncher(Protocol):
     def close(self) -> None:
         """Stop every client it started, all at once, and release what it holds; safe twice."""
 
+    def publish_plan(self, plan: dict) -> None:
+        """Hand the plan by measured time (plan.json's content) to clients that wait for it where the run folder is
+        not theirs (`ShardJob.await_plan`)."""
+
 
 class LocalLauncher:
     """Clients as child processes of the supervisor, each in its own session (today's default)."""
@@ -65,3 +69,6 @@ class LocalLauncher:
 
     def close(self) -> None:
         return None  # the supervisor stops its processes one by one (ManagedProcess.stop)
+
+    def publish_plan(self, plan: dict) -> None:  # noqa: ARG002 - its clients read the run folder's plan.json
+        return None

@@ -296,6 +296,7 @@ class Supervisor:
         done = by_measured(self.plan, self.spec, defaults)
         self.plan = done.plan
         self.folder.write_plan(self.plan)
+        self.launcher.publish_plan(self.plan.to_dict())
         budget = self.plan.budget
         self.events.emit(Replanned(tuned_at=tuned_at, plan_line=describe(budget), tuned=list(budget.tuned),
                                    tuned_share=budget.tuned_cost_share, estimate_share=done.estimate_share,
