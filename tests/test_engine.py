@@ -362,7 +362,8 @@ def test_the_tuned_model_goes_out_and_loads_where_the_workbench_is_not(finished_
     run = finished_run
     model = run.model()
     rows = {int(r["tuned_at"]): r for r in run.results.to_dict("records")}
-    best = min(rows.values(), key=lambda r: r["tuned_ms"])
+    # the fastest model a stage kept (the untuned build's time where a stage kept that)
+    best = min(rows.values(), key=lambda r: r["untuned_ms"] if r["kept"] == "untuned" else r["tuned_ms"])
     assert model.signature.tuned_at == best["tuned_at"] and model.signature.kept == best["kept"]
     assert model.signature.inputs[0].shape == tuple(run.plan.input_shape)
     x = np.random.default_rng(1).standard_normal(run.plan.input_shape).astype("float32")

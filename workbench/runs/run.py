@@ -34,7 +34,7 @@ from workbench.runs.event_types import (
     Telemetry,
 )
 from workbench.runs.events import EventReader, as_dict, since_last_raise
-from workbench.runs.headline import Headline, headline
+from workbench.runs.headline import Headline, headline, model_ms
 from workbench.runs.model import Signature, TensorSpec, TunedModel, output_specs
 from workbench.runs.progress import Overall, overall, shard_progress
 from workbench.runs.tables import budget_history, events_table, results_table, time_spent
@@ -330,8 +330,8 @@ class Run:
         rows = self.folder.read_results()
         if not rows:
             raise SpecError("run", f"run {self.id} has no compiled model yet ({self.status})")
-        if tuned_at is None:
-            return min(rows, key=lambda r: r.get("tuned_ms") or float("inf"))
+        if tuned_at is None:  # the fastest model a stage kept: the untuned build where it kept that one
+            return min(rows, key=lambda r: model_ms(r) or float("inf"))
         for row in rows:
             if int(row["tuned_at"]) == int(tuned_at):
                 return row
