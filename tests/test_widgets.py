@@ -950,3 +950,13 @@ def test_the_headline_states_the_result_baseline_first_and_warns_without_a_gain(
                                        "(1.05x); no tuned schedule beat the defaults, so the model is TVM's untuned "
                                        "build")
     assert headline(pd.DataFrame()).text == "" and headline_html(headline(pd.DataFrame())) == ""
+
+
+def test_the_form_offers_the_precision_and_hands_it_to_the_spec() -> None:
+    from widgets.form import TuneForm
+
+    form = TuneForm()
+    assert list(form.controls["precision"].options) == list(workbench.PRECISIONS)
+    assert form.values()["precision"] == "fp32"
+    form.set(precision="fp16")
+    assert form.values()["precision"] == "fp16" and workbench.TuneSpec(**form.values()).precision == "fp16"

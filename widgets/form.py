@@ -20,12 +20,12 @@ from typing import Any
 import ipywidgets as W
 
 import workbench as engine
-from workbench import COST_MODELS, DEFAULT_SWEEP, STRATEGIES, TARGETS, parse_slices
+from workbench import COST_MODELS, DEFAULT_SWEEP, PRECISIONS, STRATEGIES, TARGETS, parse_slices
 
 ONNX = "__onnx__"
 TORCH = "torch:"  # a model dropdown value naming a torch.nn.Module or ExportedProgram in the notebook's namespace
-SPEC_FIELDS = ("model", "input_shape", "target", "slices", "servers", "shards", "trials", "trials_per_batch",
-               "cost_model", "strategy", "cluster", "host")
+SPEC_FIELDS = ("model", "input_shape", "target", "precision", "slices", "servers", "shards", "trials",
+               "trials_per_batch", "cost_model", "strategy", "cluster", "host")
 ERROR_FIELDS = (*SPEC_FIELDS, "sweep_slices")  # a SpecError.field shown at its own control (others: the general line)
 SLICE_FIELDS = ("slices", "sweep_slices")
 # how a message names its field (others: the TuneSpec name)
@@ -155,6 +155,8 @@ class TuneForm:
             "onnx_path": W.Text(placeholder="/path/to/model.onnx", layout=W.Layout(width="360px")),
             "input_shape": W.Text(placeholder="optional, e.g. 1,3,224,224", layout=W.Layout(width="260px")),
             "target": W.Dropdown(options=list(TARGETS), value=d.target, layout=W.Layout(width="120px")),
+            "precision": W.Dropdown(options=list(PRECISIONS), value=d.precision, layout=W.Layout(width="90px"),
+                                    tooltip="; ".join(f"{k}: {v}" for k, v in PRECISIONS.items())),
             "slices": _slices_control(d.slices),
             "servers": W.IntText(value=d.servers, layout=W.Layout(width="90px")),
             "shards": W.IntText(value=d.shards, layout=W.Layout(width="90px")),
@@ -186,7 +188,8 @@ class TuneForm:
         self.onnx_box = W.VBox([self.onnx_row, _row("input shape", c["input_shape"])], layout=W.Layout(display="none"))
         self.widget = W.VBox([
             _row("model", c["model"], self.model_info), self.onnx_box, e["model"], e["input_shape"],
-            _row("target", c["target"], self.target_info), e["target"],
+            _row("target", c["target"], W.Label("precision", layout=W.Layout(width="70px", margin="0 0 0 20px")),
+                 c["precision"], self.target_info), e["target"], e["precision"],
             _row("slices (%)", c["slices"]), self.slice_info, e["slices"],
             _row("servers", c["servers"], W.Label("shards", layout=W.Layout(width="60px", margin="0 0 0 20px")),
                  c["shards"], W.Label("trials", layout=W.Layout(width="50px", margin="0 0 0 20px")), c["trials"],
@@ -217,7 +220,8 @@ class TuneForm:
         onnx = c["model"].value == ONNX
         out: dict[str, Any] = {
             "model": c["onnx_path"].value.strip() if onnx else c["model"].value,
-            "target": c["target"].value, "slices": self.slices("slices"), "servers": c["servers"].value,
+            "target": c["target"].value, "precision": c["precision"].value, "slices": self.slices("slices"),
+            "servers": c["servers"].value,
             "shards": c["shards"].value, "trials": c["trials"].value,
             "trials_per_batch": c["trials_per_batch"].value, "cost_model": c["cost_model"].value,
             "strategy": c["strategy"].value,

@@ -16,9 +16,10 @@ first use, so `import workbench` stays light for the CLI and the magics, and nev
 - The host and the models: `detect_hardware`, `Hardware`, `list_models`, `ModelInfo`, `workbench_home`;
   `is_torch_model` (a torch.nn.Module or ExportedProgram, which `tune(model=...)` takes).
 - The model out: `TunedModel` (`Run.model()`: a callable, `.export(folder)`).
-- Choices and formats: `COST_MODELS`, `STRATEGIES`, `TARGETS`, `DEFAULT_SWEEP`, `parse_slices`; the one formatter of
-  numbers people read (`workbench.units`): `fmt_seconds`, `fmt_us`, `fmt_ms`, `in_unit`, `time_unit` (times, one unit
-  per view), `fmt_ratio` ('1.90x faster'), `fmt_share` ('72 %'), `fmt_rate` (trials/s), `sig` (3 significant digits).
+- Choices and formats: `COST_MODELS`, `PRECISIONS`, `STRATEGIES`, `TARGETS`, `DEFAULT_SWEEP`, `parse_slices`; the one
+  formatter of numbers people read (`workbench.units`): `fmt_seconds`, `fmt_us`, `fmt_ms`, `in_unit`, `time_unit`
+  (times, one unit per view), `fmt_ratio` ('1.90x faster'), `fmt_share` ('72 %'), `fmt_rate` (trials/s), `sig`
+  (3 significant digits).
 """
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ from workbench.models.load import ModelInfo, list_models
 from workbench.spec import (
     COST_MODELS,
     DEFAULT_SWEEP,
+    PRECISIONS,
     STRATEGIES,
     TARGETS,
     Slice,
@@ -65,9 +67,9 @@ _LAZY = {
 }
 
 __all__ = ["TuneSpec", "Slice", "SpecError", "Hardware", "detect_hardware", "ModelInfo", "list_models",
-           "workbench_home", "COST_MODELS", "DEFAULT_SWEEP", "STRATEGIES", "TARGETS", "parse_slices", "fmt_seconds",
-           "fmt_us", "fmt_ms", "fmt_ratio", "fmt_share", "fmt_rate", "sig", "in_unit", "time_unit", *_LAZY,
-           "load_ipython_extension", "unload_ipython_extension"]
+           "workbench_home", "COST_MODELS", "DEFAULT_SWEEP", "PRECISIONS", "STRATEGIES", "TARGETS", "parse_slices",
+           "fmt_seconds", "fmt_us", "fmt_ms", "fmt_ratio", "fmt_share", "fmt_rate", "sig", "in_unit", "time_unit",
+           *_LAZY, "load_ipython_extension", "unload_ipython_extension"]
 
 
 def __getattr__(name: str):
