@@ -142,7 +142,7 @@ def test_tables_have_local_times_and_readable_headers(tmp_path):
     assert all(isinstance(e["t"], float) and e["t"] > 1e9 for e in run.event_list())  # the raw seconds, for code
     table = run.results_table()
     assert list(table.columns) == ["tuned at (%)", "latency (median ± IQR)", "untuned latency (median ± IQR)",
-                                   "speedup vs untuned", "outputs match", "tasks tuned", "tasks kept on default",
+                                   "speedup vs untuned", "outputs match", "tasks searched", "tasks kept on default",
                                    "tasks"]
     shown = [*table["latency (median ± IQR)"], *table["untuned latency (median ± IQR)"]]
     assert len({v.split()[1] for v in shown}) == 1 and all(" ± " not in v or "(IQR)" in v for v in shown), shown
