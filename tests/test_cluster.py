@@ -176,11 +176,13 @@ def _lines(path: str) -> list[str]:
 
 
 def _layout(run_dir: str) -> set[str]:
-    """The run folder's files, the supervisor's pid taken out of the server key."""
+    """The run folder's files, the supervisor's pid taken out of the server key and the shard out of a task's log
+    (the plan by measured time may give two tasks of near-equal default time to either shard)."""
     out = set()
     for base, _, names in os.walk(run_dir):
         for n in names:
-            out.add(re.sub(r"wb-\d+-", "wb-PID-", os.path.relpath(os.path.join(base, n), run_dir)))
+            rel = re.sub(r"wb-\d+-", "wb-PID-", os.path.relpath(os.path.join(base, n), run_dir))
+            out.add(re.sub(r"shard-\d+/logs/(.*task_)", r"shard-K/logs/\1", rel))
     return out
 
 
