@@ -182,7 +182,8 @@ def _layout(run_dir: str) -> set[str]:
     for base, _, names in os.walk(run_dir):
         for n in names:
             rel = re.sub(r"wb-\d+-", "wb-PID-", os.path.relpath(os.path.join(base, n), run_dir))
-            out.add(re.sub(r"shard-\d+/logs/(.*task_)", r"shard-K/logs/\1", rel))
+            rel = re.sub(r"shard-\d+/logs/(.*task_)", r"shard-K/logs/\1", rel)
+            out.add(re.sub(r"-tuned-untuned\b", "-untuned", rel))  # a stage whose model kept no tuned schedule
     return out
 
 

@@ -48,7 +48,8 @@ def test_the_plan_is_said_before_anything_starts_and_recorded(cli_run):
     assert first_event < replanned < first_batch and "of the measured time" in lines[replanned]
     # 8 trials a shard: its cost model never leaves TVM's random warm-up, and the user is told so before it starts
     note = next(i for i, line in enumerate(lines) if line.startswith("note: 2 of 2 shards measure fewer than 100"))
-    assert note < first_event and any(n in lines[note] for n in run.plan.notes)
+    # (the plan by measured time says it again for its own shares)
+    assert note < first_event and any("fewer than 100 trials" in n for n in run.plan.notes)
     assert run.summary()["trials"] == TRIALS
 
 
@@ -104,11 +105,15 @@ def test_each_batch_is_reported_before_the_next_task_is_searched(cli_run):
     """TVM's gradient scheduler sends every task's first batch before joining any, so a shard's first two
     batch events land together; here the second task is searched and built only after the first's event."""
     run, _, _ = cli_run
+    checked = 0  # the measured plan may give a shard one task, whose batches are all of it
     for shard in (0, 1):
         batches = [e for e in run.event_list("batch") if e["shard"] == shard]
-        assert len(batches) >= 2 and batches[0]["task"] != batches[1]["task"]
+        if len(batches) < 2 or batches[0]["task"] == batches[1]["task"]:
+            continue
+        checked += 1
         gap = batches[1]["t"] - batches[0]["t"]
         assert gap >= batches[1]["build_s"] > 0, (gap, batches[1]["build_s"])
+    assert checked, "no shard searched two tasks"
 
 
 def test_a_budget_too_small_is_refused_naming_the_smallest_useful_one(standin, tmp_path):

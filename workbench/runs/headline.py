@@ -126,5 +126,7 @@ def narrow_results(rows: list[dict[str, Any]]) -> tuple[pd.DataFrame, list[str]]
     out["kept"] = [r.get("kept") or "-" for r in rows]
     out["match"] = ["yes" if r.get("match") is True else "no" if r.get("match") is False else "?" for r in rows]
     notes = [f"baseline: {b}" for b in labels]
+    where = sorted({str(r["timed_on"]) for r in rows if r.get("timed_on") and r["timed_on"] != "this host"})
+    notes += [f"timed on: {', '.join(where)}"] if where else []  # a tracker's server, not this host
     notes += ["model: the build each stage kept (median ± IQR); --wide shows every column"]
     return out, notes
