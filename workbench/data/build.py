@@ -6,7 +6,7 @@ What it copies, and from where:
 - h200_runs.json: per committed slice-matrix run, its model, folder, machine (the folder README's "Machine:" line),
   date, budget (the run's spec), each stage's `timed` tuned/untuned timings, and the folder's finding per model;
 - h200_time_spent.csv: where ResNet-18 at a batch of 16 spent its tuning on the whole H200 (its event log's
-  shard profiles, `runs.tables.time_spent`).
+  shard profiles, `runs.tables.time_spent`); which run's log, bench/results/package-data.json says.
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from workbench.runs.tables import time_spent
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE.parents[1] / "bench" / "results"
-TIME_SPENT_LOG = "2026-12-02-h200-resnet18-16-100pct-tuned-on-to-640-trials/20261202-102507-resnet18-fd86.jsonl.gz"
+CHOSEN = RESULTS / "package-data.json"  # which committed evidence is copied (run folders are named by date)
 TIMED_KEYS = ("tuned_at", "tuned_ms", "tuned_iqr_ms", "untuned_ms", "untuned_iqr_ms")
 
 
@@ -57,7 +57,8 @@ def main() -> None:
     for name in ("h200_slice_matrix.csv", "h200_slice_untuned.csv"):
         shutil.copyfile(RESULTS / name, HERE / name)
     (HERE / "h200_runs.json").write_text(json.dumps(committed_runs(), indent=1) + "\n")
-    time_spent(_events(RESULTS / TIME_SPENT_LOG)).to_csv(HERE / "h200_time_spent.csv", index=False)
+    log = json.loads(CHOSEN.read_text())["time_spent_log"]
+    time_spent(_events(RESULTS / log)).to_csv(HERE / "h200_time_spent.csv", index=False)
     print(f"wrote the sample data under {HERE}")
 
 
