@@ -23,6 +23,7 @@ from pathlib import Path
 
 import workbench as wb
 from workbench.noise import versus
+from workbench.runs.headline import model_ms
 
 STANDIN = Path(__file__).resolve().parents[1] / "tests" / "onnx_standin.py"
 
@@ -151,7 +152,7 @@ def table(rows: list[dict]) -> str:
              "PyTorch eager fp32 at this slice, TF32 off (ms) | TF32 on (ms) | kept vs TF32 off | vs TF32 on | "
              "onnxruntime (ms) | trials |", "|" + "---|" * 12]
     for r in rows:
-        kept = r["untuned_ms"] if r.get("kept") == "untuned" else r["tuned_ms"]
+        kept = model_ms(r)
         said = versus(r.get("vs_baseline"), r.get("vs_baseline_verdict"))
         fmt = (lambda v: "-" if v is None else f"{v:.3g}")  # noqa: E731 - a table's one format
         ratio = (lambda ref, kept=kept: "-" if ref is None or kept is None else  # noqa: E731

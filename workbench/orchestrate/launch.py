@@ -14,7 +14,7 @@ from workbench.models.torch_module import is_torch_model, save_torch_model
 from workbench.options import EngineOptions
 from workbench.plan.budget import cost_model_note, plan_budget
 from workbench.plan.plan import Plan
-from workbench.plan.replan import rows, shard_plan
+from workbench.plan.replan import rows, shard_plan, shards_for
 from workbench.plan.tasks import extract_tasks, raised_shards, task_info
 from workbench.results import baseline
 from workbench.results.finish import repair_databases
@@ -190,7 +190,7 @@ def more_trials(spec: TuneSpec, plan: Plan, trials: int, swept: set[int] | froze
                                   f"shard); {trials} trials would plan batches of {budget.batch} and tune "
                                   f"{len(budget.tuned)} of its {plan.budget.tasks_tuned} tuned tasks: start a "
                                   "new run with that budget")
-    budget, shards = shard_plan(tasks, spec, plan.target.kind, keep=len(plan.tuned))
+    shards = shards_for(budget, tasks, spec)
     # The tuned tasks are a cost-ranked prefix and shards are filled costliest task first, so a larger budget that
     # keeps every tuned task only adds tasks to shards: every shard database still holds its own tasks' records.
     old = list(plan.shards)

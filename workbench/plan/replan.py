@@ -18,13 +18,18 @@ from workbench.spec import TuneSpec
 def shard_plan(tasks: list[TaskInfo], spec: TuneSpec, kind: str, keep: int = 0) -> tuple[Budget, list[Shard]]:
     """The budget's choice among `tasks` (ranked by their `cost`) and the shards that tune it."""
     budget = plan_budget(tasks, spec, target=kind, keep=keep)
+    return budget, shards_for(budget, tasks, spec)
+
+
+def shards_for(budget: Budget, tasks: list[TaskInfo], spec: TuneSpec) -> list[Shard]:
+    """The shards that tune what `budget` chose among `tasks`; the tasks it leaves on their default are timed there."""
     by_name = {t.name: t for t in tasks}
-    shards = plan_shards([by_name[n] for n in budget.tuned], spec.shards, budget.trials, per_task=budget.batch,
-                         defaults=[by_name[n] for n in budget.default])
-    return budget, shards
+    return plan_shards([by_name[n] for n in budget.tuned], spec.shards, budget.trials, per_task=budget.batch,
+                       defaults=[by_name[n] for n in budget.default])
 
 
 def rows(tasks: list[TaskInfo], budget: Budget) -> tuple[PlannedTask, ...]:
+    """The plan's task rows: each task with whether `budget` tunes it."""
     tuned = set(budget.tuned)
     return tuple(PlannedTask.of(t, t.name in tuned) for t in tasks)
 

@@ -53,7 +53,7 @@ def choose(model: str, target_kind: str, precision: str = "fp32") -> tuple[Basel
 
     torch_here = importlib.util.find_spec("torch") is not None
     matmul, conv = _user_tf32() if target_kind == "cuda" and precision == "fp32" else (False, False)
-    tf32 = dict(tf32_matmul=matmul, tf32_conv=conv, autocast=precision == "fp16")
+    settings = dict(tf32_matmul=matmul, tf32_conv=conv, autocast=precision == "fp16")  # the user's, as timed
     if precision == "fp16":
         precision = "fp16 (autocast)"
     elif target_kind == "cuda":
@@ -62,7 +62,7 @@ def choose(model: str, target_kind: str, precision: str = "fp32") -> tuple[Basel
     if model.endswith(torch_module.SUFFIX):
         pt2 = torch_module.exported_program_path(model)
         if pt2 and torch_here:
-            return Baseline("torch", f"PyTorch eager {precision}", path=pt2, **tf32), ""
+            return Baseline("torch", f"PyTorch eager {precision}", path=pt2, **settings), ""
         return None, "no baseline: the PyTorch model's exported program or torch is missing"
     if model.endswith(".onnx"):
         if importlib.util.find_spec("onnxruntime") is None:
@@ -76,7 +76,7 @@ def choose(model: str, target_kind: str, precision: str = "fp32") -> tuple[Basel
             return None, ("no baseline: the sample models' PyTorch twins need torch (pip install -e '.[torch]'); "
                           "without it the results compare with TVM's untuned build only")
         return Baseline("torch", f"PyTorch eager {precision} (a PyTorch twin of {model})", twin=key,
-                        variant="small" if small else "full", compare_outputs=False, **tf32), ""
+                        variant="small" if small else "full", compare_outputs=False, **settings), ""
     return None, f"no baseline for {model}"
 
 

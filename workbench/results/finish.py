@@ -77,7 +77,7 @@ def finish_stage(run_dir: str, spec: TuneSpec, target: TargetSpec, tuned_at: int
     """Merge, floor, compile, verify and time one stage; returns its results row (also in results.json).
 
     `phase(name)` announces each step (and raises when the run was asked to stop)."""
-    from workbench.models.load import load_model
+    from workbench.models.load import in_precision, load_model
     from workbench.plan.tasks import extract_tasks
     from workbench.results.compile import compile_with_database, floored_database, merge_databases
     from workbench.results.sweep import infer_at
@@ -91,7 +91,8 @@ def finish_stage(run_dir: str, spec: TuneSpec, target: TargetSpec, tuned_at: int
     merged = merge_databases([folder.shard_db(tuned_at, s.index) for s in shards], folder.merged_db(tuned_at))
     events.emit(Merged(tuned_at=tuned_at, records=merged.records, workloads=merged.workloads, path=merged.path))
     phase("compiling", tuned_at=tuned_at)
-    model = load_model(spec.model, spec.input_shape, spec.precision)
+    as_given = load_model(spec.model, spec.input_shape)
+    model = in_precision(as_given, spec.precision)
     tvm_target = target.build()
     t0 = time.time()
     tasks = extract_tasks(model.mod, tvm_target)
@@ -104,7 +105,7 @@ def finish_stage(run_dir: str, spec: TuneSpec, target: TargetSpec, tuned_at: int
     if spec.precision != "fp32":  # checked against the float32 model, at the tolerances of its precision
         reference, tolerance = folder.float32_lib, "float16"
         if not os.path.exists(reference):
-            compile_with_database(load_model(spec.model, spec.input_shape).mod, tvm_target, None, reference)
+            compile_with_database(as_given.mod, tvm_target, None, reference)
     kept_tuned = [c.task for c in choices if c.kept == "tuned"]
     tuned = folder.tuned_lib(tuned_at)
     if kept_tuned:
