@@ -99,6 +99,8 @@ class RunViews:
             parts.append("finishing: compiling, verifying and timing the best model so far")
         if sweeping:
             parts.append(f"sweeping latency{self._sweep_words(run)} ...")
+        else:  # cleared with the status line, not after the sweep figure is redrawn (which takes a while)
+            self._clear_sweep_progress()
         overall = self.bars.overall  # the whole run's trials, of a total fixed at the start
         if overall is not None and overall.total:
             parts.append(f"{overall.done}/{overall.total} trials")
@@ -165,6 +167,10 @@ class RunViews:
         if self._sweep_progress.value != value:
             self._sweep_progress.value = value
         return words
+
+    def _clear_sweep_progress(self) -> None:
+        if not self._sweeping and self._busy != "sweeping" and self._sweep_progress.value:
+            self._sweep_progress.value = ""
 
     def _drop_sweep_figure(self) -> None:
         """Close the previous run's sweep figure (the next sweep builds a new one). Hidden, it would still
@@ -271,8 +277,7 @@ class RunViews:
             style = "" if off else ACTIVE_STYLE.get(name, c[name].button_style)  # disabled: drawn plain, muted
             if c[name].button_style != style:
                 c[name].button_style = style
-        if not self._sweeping and self._busy != "sweeping" and self._sweep_progress.value:
-            self._sweep_progress.value = ""
+        self._clear_sweep_progress()
         for name, shown in (("resume", resumable), ("more", raised is not None)):
             display = "" if shown else "none"
             if c[name].layout.display != display:

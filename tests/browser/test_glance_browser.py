@@ -132,6 +132,8 @@ def test_the_panel_at_a_glance(request, require_browser: Callable[[], str], arti
     note = page.inner_text(f"{PANEL} .wb-section-sweep")
     if "circle-open" in axis["symbols"]:  # slices that share cores on this host: said above the chart
         assert "share their cores" in note, note
-    assert page.inner_text(f"{PANEL} .wb-sweep-progress").strip() == ""  # gone once the sweep ended
+    # gone once the sweep ended (its widget message may trail the status line's by a moment)
+    page.wait_for_function(f"() => document.querySelector('{PANEL} .wb-sweep-progress').innerText.trim() === ''",
+                           timeout=10_000, polling=100)
     _shot(page, artifacts, "sweep")
     print(f"the panel at a glance: {time.monotonic() - t0:.0f} s; {headline}")
