@@ -17,8 +17,10 @@ from tvm.s_tir.meta_schedule.runner import LocalRunnerFuture, PyRunner
 from workbench.hardware import detect, target_spec
 from workbench.models.load import load_model
 from workbench.plan.tasks import extract_tasks
+from workbench.tuning.intrinsics import load_family
 from workbench.tuning.task_scheduler.streaming import StreamingScheduler
 
+load_family("cpu", sys.argv[1])  # as a client does: TVM's own import parses every family (tens of seconds)
 target = target_spec("cpu", detect()).build()
 tasks = extract_tasks(load_model("mlp-small").mod, target)
 
@@ -45,8 +47,9 @@ print(json.dumps(out))
 """
 
 
-def test_a_resumed_shard_spends_its_batch_where_the_time_is():
-    proc = subprocess.run([sys.executable, "-c", _PICKS], cwd=ROOT, capture_output=True, text=True, timeout=600)
+def test_a_resumed_shard_spends_its_batch_where_the_time_is(tmp_path):
+    proc = subprocess.run([sys.executable, "-c", _PICKS, str(tmp_path / "cache")], cwd=ROOT, capture_output=True,
+                          text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     got = json.loads(proc.stdout.strip().splitlines()[-1])
     first, second = got["order"]
@@ -60,7 +63,7 @@ def test_a_resumed_shard_spends_its_batch_where_the_time_is():
 
 
 _WARM = """
-import json, logging, os, random, tempfile
+import json, logging, os, random, sys, tempfile
 logging.getLogger("tvm.s_tir.meta_schedule").setLevel(logging.WARNING)
 from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
@@ -68,9 +71,11 @@ from tvm.s_tir.meta_schedule.builder import BuilderResult, PyBuilder
 from tvm.s_tir.meta_schedule.runner import LocalRunnerFuture, PyRunner
 from workbench.tuning.cost_model import warm as warm_cost_model
 from workbench.hardware import detect, target_spec
+from workbench.tuning.intrinsics import load_family
 from workbench.models.load import load_model
 from workbench.plan.tasks import extract_tasks
 
+load_family("cpu", sys.argv[1])  # as a client does: TVM's own import parses every family (tens of seconds)
 target = target_spec("cpu", detect()).build()
 tasks = extract_tasks(load_model("mlp-small").mod, target)
 """ + NO_MEASURE + """
@@ -96,11 +101,12 @@ print(json.dumps(out))
 """
 
 
-def test_a_resumed_shard_cost_model_learns_its_records_before_the_first_batch():
+def test_a_resumed_shard_cost_model_learns_its_records_before_the_first_batch(tmp_path):
     """TVM's XGBoost model scores candidates at random until it holds 100 samples, and `tune_tasks` starts it empty:
     a resumed shard teaches it every record of its database first, and those of its sibling shards (one unsharded
     tune's model would hold them all), so the raised budget's first batch is guided."""
-    proc = subprocess.run([sys.executable, "-c", _WARM], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run([sys.executable, "-c", _WARM, str(tmp_path / "cache")], cwd=ROOT, capture_output=True,
+                          text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     got = json.loads(proc.stdout.strip().splitlines()[-1])
     assert got["empty"] == [0, 0]  # nothing of its own, and its sibling's database is still empty
