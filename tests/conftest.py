@@ -64,6 +64,13 @@ def cpu_design_space(tmp_path_factory):
     return tvm.ir.load_json(out.read_text()), target_spec("cpu", detect()).build()
 
 
+@pytest.fixture(scope="session")
+def cuda_intrinsics(tmp_path_factory) -> str:
+    """A folder for the workbench's cache of CUDA tensor intrinsics, shared by the tests of one session: the
+    intrinsics test fills it; a test run before it (or alone) parses them there itself (20-75 s)."""
+    return str(tmp_path_factory.mktemp("cuda-intrinsics"))
+
+
 @pytest.fixture
 def sleeper():
     """A sleeping process group of our own: the 'supervisor' of a fake run that looks alive."""

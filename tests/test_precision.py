@@ -1,5 +1,7 @@
 """Precision as a choice, on the CPU: an fp16 run tunes the model under Relax's ToMixedPrecision, checks its outputs
 against the float32 build at float16 tolerances, and compares with PyTorch under autocast to float16."""
+import json
+import shutil
 import subprocess
 import sys
 
@@ -52,3 +54,60 @@ def test_an_fp16_run_is_verified_against_float32_and_compared_with_pytorch_fp16(
     ref = relax.VirtualMachine(tvm.compile(load_model("mlp-small").mod, target="llvm"), tvm.cpu())
     want = ref["main"](tvm.runtime.tensor(x)).numpy()
     assert np.allclose(y, want, rtol=1e-2, atol=1e-2 * np.abs(want).max())
+
+
+
+TENSOR_CORE = """
+import json, os, sys
+from workbench.tuning.intrinsics import load_family, pass_config
+load_family("cuda", sys.argv[1])  # as a client does: registered from the cache the intrinsics test fills
+from tvm.s_tir import meta_schedule as ms
+from workbench.hardware import TargetSpec
+from workbench.models.load import load_model
+from workbench.plan.tasks import extract_tasks
+from workbench.results.compile import compile_with_database
+from workbench.tuning.builder.persistent import build_candidate
+
+out, target = sys.argv[2], TargetSpec("cuda", "sm_90").build()
+model, config = load_model("mlp", (128, 768), "fp16"), pass_config("cuda", "fp16")
+task = next(t for t in extract_tasks(model.mod, target) if "matmul" in t.task_name)
+ctx = ms.TuneContext(mod=task.dispatched[0], target=target, space_generator="post-order-apply",
+                     search_strategy="replay-trace", task_name=task.task_name, num_threads=1, rand_state=3)
+ctx.pre_tuning(max_trials=12, num_trials_per_iter=12, design_spaces=ctx.generate_design_space(), database=None,
+               cost_model=None)
+drawn = [c for c in ctx.generate_measure_candidates() if "wmma_sync" in str(c.sch.trace)]
+built = []
+for cand in drawn:
+    try:
+        build_candidate(cand.sch.mod, target, None, config)
+        built.append(cand)
+    except Exception:  # an invalid candidate (half lanes that do not pair): counted
+        pass
+db = ms.database.JSONDatabase(work_dir=out)
+args = ms.arg_info.ArgInfo.from_prim_func(task.dispatched[0]["main"])
+db.commit_tuning_record(ms.database.TuningRecord(built[0].sch.trace, db.commit_workload(task.dispatched[0]), [1e-6],
+                                                 target, args))
+lib = compile_with_database(model.mod, target, out, os.path.join(out, "fp16.so"), tir_config=config)
+try:
+    compile_with_database(model.mod, target, out, os.path.join(out, "default-passes.so"))
+    default = "compiled"
+except Exception as err:
+    default = str(err).strip().splitlines()[-1]
+print(json.dumps({"drawn": len(drawn), "built": len(built), "lib": os.path.getsize(lib), "default": default,
+                  "configs": [pass_config("cuda", "fp32"), pass_config("llvm", "fp16")]}))
+"""
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="no nvcc: CUDA code cannot be compiled on this machine")
+def test_fp16_tensor_core_schedules_build_and_compile_into_the_model_with_the_runs_pass_config(tmp_path,
+                                                                                               cuda_intrinsics):
+    """MetaSchedule's tensor-core candidates for an fp16 matmul on sm_90 build (no GPU needed: nvcc compiles them)
+    as a run builds them, and a record of one compiles into the whole model as the finisher compiles it. With TIR's
+    default passes the model fails to compile (`intrinsics.pass_config` says why)."""
+    proc = subprocess.run([sys.executable, "-c", TENSOR_CORE, cuda_intrinsics, str(tmp_path)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=400)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got["drawn"] >= 6 and got["built"] >= 0.75 * got["drawn"], got
+    assert got["lib"] > 0 and "tvm_access_ptr element type must match" in got["default"], got
+    assert got["configs"] == [{}, {}], got  # fp32, and any CPU, build with TIR's default passes

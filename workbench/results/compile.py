@@ -47,12 +47,14 @@ def load_database(path: str):
     return ms.database.JSONDatabase(work_dir=path, allow_missing=False)
 
 
-def compile_with_database(mod, target, db_path: str | None, out_path: str, cuda_graph: bool = False) -> str:
+def compile_with_database(mod, target, db_path: str | None, out_path: str, cuda_graph: bool = False,
+                          tir_config: dict | None = None) -> str:
     """Compile the model with the tuned database (or an empty one: the untuned baseline).
 
     The pipeline is MetaSchedule's `compile_relax` (fuse as task extraction does, apply the database,
     DLight for the rest on a GPU), run here so that `cuda_graph` can switch on Relax's CUDA-graph capture
-    (`relax.backend.use_cuda_graph`; ignored off CUDA)."""
+    (`relax.backend.use_cuda_graph`; ignored off CUDA). `tir_config`: TIR pass settings, the ones its tuning
+    candidates were built with (`intrinsics.pass_config`)."""
     import tempfile
 
     import tvm
@@ -91,7 +93,7 @@ def compile_with_database(mod, target, db_path: str | None, out_path: str, cuda_
                                         dl.gpu.GeneralReduction(), dl.gpu.Fallback())(m)
         return tvm.transform.Sequential(lower)(m)
 
-    config = {"relax.backend.use_cuda_graph": bool(cuda_graph and target.kind.name == "cuda")}
+    config = {"relax.backend.use_cuda_graph": bool(cuda_graph and target.kind.name == "cuda"), **(tir_config or {})}
     with target, db, tvm.transform.PassContext(opt_level=3, config=config):
         ex = relax.build(mod, target=target, relax_pipeline=pipeline)
     from workbench.runs.store import write_atomic

@@ -81,7 +81,7 @@ def finish_stage(run_dir: str, spec: TuneSpec, target: TargetSpec, tuned_at: int
     from workbench.plan.tasks import extract_tasks
     from workbench.results.compile import compile_with_database, floored_database, merge_databases
     from workbench.results.sweep import infer_at
-    from workbench.tuning.intrinsics import load_family
+    from workbench.tuning.intrinsics import load_family, pass_config
 
     folder = store.RunDir(run_dir)
     # A record that tensorizes (an fp16 matmul on tensor cores) names the intrinsics its trace applies, and TVM
@@ -99,8 +99,9 @@ def finish_stage(run_dir: str, spec: TuneSpec, target: TargetSpec, tuned_at: int
     choices = floored_database(merged.path, folder.best_db(tuned_at), tasks, tvm_target,
                                measured_defaults(run_dir, tuned_at))
     untuned_path = folder.untuned_lib
+    config = pass_config(target.kind, spec.precision)  # as the clients built the candidates and defaults
     if not os.path.exists(untuned_path):
-        compile_with_database(model.mod, tvm_target, None, untuned_path)
+        compile_with_database(model.mod, tvm_target, None, untuned_path, tir_config=config)
     reference, tolerance = untuned_path, None
     if spec.precision != "fp32":  # checked against the float32 model, at the tolerances of its precision
         reference, tolerance = folder.float32_lib, "float16"
@@ -109,7 +110,7 @@ def finish_stage(run_dir: str, spec: TuneSpec, target: TargetSpec, tuned_at: int
     kept_tuned = [c.task for c in choices if c.kept == "tuned"]
     tuned = folder.tuned_lib(tuned_at)
     if kept_tuned:
-        compile_with_database(model.mod, tvm_target, folder.best_db(tuned_at), tuned)
+        compile_with_database(model.mod, tvm_target, folder.best_db(tuned_at), tuned, tir_config=config)
     else:  # no tuned record beat its task's default: the stage's model is the untuned build, byte for byte
         store.write_atomic(tuned, lambda tmp: shutil.copyfile(untuned_path, tmp))
     kept_default = [c.task for c in choices if c.kept == "default" and c.best_us is not None]

@@ -188,13 +188,15 @@ def run(job: ShardJob) -> int:
     from workbench.tuning import runner as runners
     from workbench.tuning import search_strategy as strategies
     from workbench.tuning.default_schedules import defaults_event, time_defaults, timed
+    from workbench.tuning.intrinsics import pass_config
     from workbench.tuning.measure_callback.progress import ProgressCallback
     from workbench.tuning.task_scheduler.streaming import StreamingScheduler
 
     startup.mark("import")
     events = EventWriter(job.events_path, f"shard-{job.shard}@{job.tuned_at}")
     os.makedirs(job.work_dir, exist_ok=True)
-    builder = builders.create(job.options.builder, job.builder_workers, timeout_sec=max(30, job.spec.measure_timeout_s))
+    builder = builders.create(job.options.builder, job.builder_workers, timeout_sec=max(30, job.spec.measure_timeout_s),
+                              config=pass_config(job.target.kind, job.spec.precision))
     if hasattr(builder, "prewarm") and job.prewarm:
         builder.prewarm()
     startup.mark("builder")

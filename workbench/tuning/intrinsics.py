@@ -35,6 +35,19 @@ def family(target_kind: str) -> str | None:
     return None
 
 
+def pass_config(target_kind: str, precision: str) -> dict[str, bool]:
+    """TIR pass settings for every build of a model at `precision` on `target_kind`: its tuning candidates, its
+    default schedules and its compiled models, so that what was timed while tuning is what the model runs.
+
+    fp16 on CUDA turns TIR's StorageRewrite off. That pass lets a tensor-core kernel's float32 accumulator tile
+    reuse the shared memory of a float16 operand tile, and lowering the wmma store then fails ("tvm_access_ptr
+    element type must match the source buffer"): most candidates of MetaSchedule's tensor-core rules failed to
+    build with it on (docs/benchmarks.md has the counts)."""
+    if target_kind == "cuda" and precision == "fp16":
+        return {"tirx.disable_storage_rewrite": True}
+    return {}
+
+
 def _cache_path(cache_dir: str, fam: str, source: str) -> str:
     import tvm
 

@@ -2,22 +2,26 @@
 `workbench.options.BUILDERS` or a MetaSchedule builder (returned as it is)."""
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from workbench.options import BUILDERS, check
 
 
-def create(kind: Any, workers: int = 1, timeout_sec: float = 60.0) -> Any:
+def create(kind: Any, workers: int = 1, timeout_sec: float = 60.0, config: dict | None = None) -> Any:
     """'persistent' (one warm pool: `PersistentBuilder`), 'persistent-cut' (that, not waiting for stragglers:
-    `StragglerCut`) or 'local' (stock LocalBuilder, a fresh pool per batch)."""
+    `StragglerCut`) or 'local' (stock LocalBuilder, a fresh pool per batch). `config`: TIR pass settings every
+    candidate is built with (`intrinsics.pass_config`)."""
     if not isinstance(kind, str):
         return kind
     check("builder", kind, BUILDERS)
+    from workbench.tuning.builder.persistent import PersistentBuilder, StragglerCut, build_candidate
+
+    f_build = functools.partial(build_candidate, config=config) if config else None
     if kind == "local":
         from tvm.s_tir import meta_schedule as ms
 
-        return ms.builder.LocalBuilder(max_workers=workers, timeout_sec=timeout_sec)
-    from workbench.tuning.builder.persistent import PersistentBuilder, StragglerCut
-
-    return PersistentBuilder(max_workers=workers, timeout_sec=timeout_sec,
-                             cut=StragglerCut() if kind == "persistent-cut" else None)
+        return ms.builder.LocalBuilder(max_workers=workers, timeout_sec=timeout_sec, **(
+            {"f_build": f_build} if f_build else {}))
+    cut = StragglerCut() if kind == "persistent-cut" else None
+    return PersistentBuilder(max_workers=workers, timeout_sec=timeout_sec, cut=cut, f_build=f_build or build_candidate)

@@ -32,12 +32,18 @@ def export_so(rt_mod) -> str:
     return path
 
 
-def build_candidate(mod, target, _params):
-    """MetaSchedule's `default_build`, minus its `import tvm.s_tir.tensor_intrin` (~20 s per worker)."""
+def build_candidate(mod, target, _params, config: dict | None = None):
+    """MetaSchedule's `default_build`, minus its `import tvm.s_tir.tensor_intrin` (~20 s per worker); `config`:
+    TIR pass settings (`intrinsics.pass_config`), none by default, as stock builds."""
+    import tvm
     from tvm.driver import build as tvm_build
     from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
 
-    return tvm_build(RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod), target=target)
+    mod = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod)
+    if not config:
+        return tvm_build(mod, target=target)
+    with tvm.transform.PassContext(config=config):
+        return tvm_build(mod, target=target)
 
 
 def warm_worker() -> None:
