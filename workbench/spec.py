@@ -234,6 +234,7 @@ class TuneSpec:
     measure_timeout_s: int = _opt(60, "seconds per measurement", flag="--measure-timeout")
     gpus: tuple[int, ...] | None = _opt(None, "GPU indices to place servers on, e.g. 0,1 (default: all GPUs)")
     label: str = _opt("")
+    fresh: bool = _opt(False, "ignore the tuning memory (what earlier runs in this home found): tune from nothing")
 
     def __post_init__(self) -> None:
         # Normalise lists to tuples so that JSON round-trips compare equal.
@@ -264,6 +265,8 @@ class TuneSpec:
         _check_choice("cost_model", self.cost_model, COST_MODELS)
         _check_choice("strategy", self.strategy, STRATEGIES)
         _check_choice("precision", self.precision, PRECISIONS)
+        if not isinstance(self.fresh, bool):
+            raise SpecError("fresh", f"must be true or false, got {self.fresh!r}")
         if self.seed is not None:
             _check_int("seed", self.seed, 0, 2**31 - 1)
         if self.tracker is not None:

@@ -8,6 +8,7 @@ import textwrap
 import time
 from typing import TYPE_CHECKING, Any
 
+from workbench.cli.memory import add_memory_parser, run_memory
 from workbench.noise import busy_warning, fmt_timing, is_busy
 from workbench.plan import budget
 from workbench.plan.plan import Plan
@@ -49,7 +50,11 @@ def add_tune_args(p: argparse.ArgumentParser) -> None:
         shown = default
         if isinstance(shown, tuple):
             shown = ",".join(map(str, shown))
-        text += f" (default: {shown})" if shown not in (None, "", ()) and "default" not in text else ""
+        text += f" (default: {shown})" if shown not in (None, "", ()) and "default" not in text \
+            and not isinstance(default, bool) else ""
+        if isinstance(default, bool):  # a switch: given, it is true
+            p.add_argument(flag, dest=name, action="store_const", const=True, default=None, help=text)
+            continue
         p.add_argument(flag, dest=name, type=_int if is_int else None, default=None, help=text)
     p.add_argument("--first-round", default=None,
                    help="how a task's first batch is drawn: auto (evolutionary on CUDA, random on CPUs), random "
@@ -147,6 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--out", required=True, help="the folder to write (new or empty, or an earlier export)")
     sub.add_parser("hardware", help="what this host offers")
     add_serve_parser(sub)
+    add_memory_parser(sub)
     return parser
 
 
@@ -341,6 +347,8 @@ def dispatch(args: argparse.Namespace) -> int:
 
         return serve(ServeSpec(tracker=args.tracker, slices=args.slices, key=args.key, host=args.host, gpu=args.gpu),
                      home)
+    if args.command == "memory":
+        return run_memory(args, home)
     from workbench.runs.run import list_runs, open_run  # pandas: only for the commands that read runs
 
     if args.command == "runs":

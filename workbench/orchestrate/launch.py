@@ -18,13 +18,13 @@ from workbench.plan.replan import rows, shard_plan, shards_for
 from workbench.plan.tasks import extract_tasks, raised_shards, task_info
 from workbench.results import baseline
 from workbench.results.finish import repair_databases
-from workbench.runs import store
+from workbench.runs import memory, store
 from workbench.runs.control import start_supervisor
 from workbench.runs.run import Run
 from workbench.servers.placement import choose_gpus
 from workbench.servers.pool import answering_tracker, tracker_cuda_arch, tracker_servers
 from workbench.servers.slices import slice_notes
-from workbench.spec import SpecError, TuneSpec, parse_tracker
+from workbench.spec import SpecError, TuneSpec, parse_tracker, workbench_home
 
 
 def ask_tracker(spec: TuneSpec, hw: Hardware) -> dict | None:
@@ -68,9 +68,10 @@ DEFAULT_SLICES = next(f.default for f in dataclasses.fields(TuneSpec) if f.name 
 
 
 def plan_run(spec: TuneSpec, hw: Hardware | None = None, options: EngineOptions | None = None,
-             servers: dict | None = None) -> Plan:
+             servers: dict | None = None, home: str | None = None) -> Plan:
     """Resolve the target, extract the model's tasks and split them into shards (raises SpecError). `servers`: what
-    a `--tracker` run's servers have (`ask_tracker`), where already read."""
+    a `--tracker` run's servers have (`ask_tracker`), where already read; `home`: whose tuning memory the plan
+    reads (none: the default home's)."""
     options = options or EngineOptions()
     if options.local_runner and (spec.servers != 1 or spec.tracker):
         raise SpecError("runner", "the local runner measures in the client itself: use servers=1 and no tracker")
@@ -95,7 +96,8 @@ def plan_run(spec: TuneSpec, hw: Hardware | None = None, options: EngineOptions 
     else:
         gpus = []
     model = load_model(spec.model, spec.input_shape, spec.precision)
-    tasks = [task_info(t) for t in extract_tasks(model.mod, tspec.build())]
+    extracted = extract_tasks(model.mod, tspec.build())
+    tasks = [task_info(t) for t in extracted]
     if not tasks:
         raise SpecError("model", f"{spec.model} has no tunable operator for {kind}")
     budget, shards = shard_plan(tasks, spec, kind)  # by estimate: the supervisor plans again by measured time
@@ -109,6 +111,10 @@ def plan_run(spec: TuneSpec, hw: Hardware | None = None, options: EngineOptions 
         notes.append(no_baseline)
     cost_note = cost_model_note(spec, [s.trials for s in shards])
     notes += [cost_note] if cost_note else []
+    if not spec.fresh:  # where the memory already knows a task, the run starts from its best known schedule
+        hashes = {t.task_name: memory.workload_hash(t.dispatched[0]) for t in extracted}
+        found = memory.known(memory.library(home or workbench_home(), memory.key(tspec, spec.slices[0])), hashes)
+        notes += [memory.known_note(found, len(tasks))] if found else []
     return Plan(target=tspec, tasks=rows(tasks, budget), budget=budget,
                 shards=tuple(shards), options=options.resolved(kind), gpus=tuple(gpus),
                 input_shape=tuple(model.input_shape), dtype=model.dtype, notes=tuple(notes),
@@ -132,7 +138,7 @@ def tune(spec: TuneSpec | None = None, *, home: str | None = None, runner: str |
     hw = detect()
     servers = ask_tracker(spec, hw)
     spec, notes = tracker_slices(spec, servers)
-    plan = plan_run(spec, hw, options=options, servers=servers)
+    plan = plan_run(spec, hw, options=options, servers=servers, home=home)
     plan = plan.replace(notes=(*notes, *plan.notes))
     run_id, run_dir = store.new_run_dir(spec, home)
     folder = store.RunDir(run_dir)

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from workbench.hardware import TargetSpec
 from workbench.options import EngineOptions
 from workbench.plan.tasks import Shard
-from workbench.runs.store import RunDir
+from workbench.runs import memory
+from workbench.runs.store import RunDir, home_of
 from workbench.servers.placement import place_servers
 from workbench.servers.slices import SliceBinding, SliceHost, apply_slice
 from workbench.spec import TuneSpec
@@ -90,7 +91,8 @@ def stage_plan(folder: RunDir, spec: TuneSpec, shards: tuple[Shard, ...], target
                        tracker=tracker if not options.local_runner else ("", 0, ""), runner_workers=spec.servers,
                        builder_workers=builder_workers, num_threads=threads, options=options,
                        prewarm=len(host.cores) >= 4 * len(shards), replica=shard.replica, measure=shard.measure,
-                       await_plan=await_plan)
+                       await_plan=await_plan,
+                       memory="" if spec.fresh else memory.library(home_of(folder.path), memory.key(target, tuned_at)))
         binding = apply_slice(host, tuned_at, index=shard.index) if options.local_runner else None
         clients.append(WantedClient(f"{tuned_at}/shard-{shard.index}", shard, job, binding))
     return StagePlan(tuned_at, servers, tuple(clients))

@@ -153,6 +153,25 @@ def finish_stage(run_dir: str, spec: TuneSpec, target: TargetSpec, tuned_at: int
            "tasks_tuned": sum(c.best_us is not None for c in choices), "kept_default": len(kept_default),
            "tasks_total": len(choices), **against,
            "library": tuned}
+    row.update(remember_stage(run_dir, spec, target, tuned_at, merged.path, model.input_shape))
+    seeded = sum(sum(store.read_json(os.path.join(folder.shard_db(tuned_at, s.index), "memory_seeded.json"),
+                                     {}).values()) for s in shards)
+    row["trials_measured"] = merged.records - seeded  # the memory's records it started from are not its trials
     results = [r for r in folder.read_results() if r.get("tuned_at") != tuned_at]
     folder.write(store.RESULTS_FILE, results + [row])
     return row
+
+
+def remember_stage(run_dir: str, spec: TuneSpec, target: TargetSpec, tuned_at: int, db_path: str,
+                   input_shape) -> dict:
+    """Add the stage's records to the home's tuning memory (`runs.memory`); the results row's memory fields. A
+    memory that cannot be written costs the run nothing but the note."""
+    from workbench.runs import memory
+
+    source = {"run": os.path.basename(run_dir), "model": os.path.basename(spec.model),
+              "input_shape": list(input_shape), "precision": spec.precision, "tuned_at": tuned_at}
+    try:
+        added = memory.remember(memory.library(store.home_of(run_dir), memory.key(target, tuned_at)), db_path, source)
+    except Exception as err:  # noqa: BLE001 - a full disk, a damaged library: the stage's model is made regardless
+        return {"memory_added": 0, "memory_note": f"not remembered: {type(err).__name__}: {err}"[:300]}
+    return {"memory_added": added, "memory_note": ""}

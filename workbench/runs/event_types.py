@@ -184,7 +184,9 @@ class ShardStarted(ShardEvent):
     shard_trial_budget: int = 0
     shard_trials_resumed: int = 0  # already in the shard's database (a resumed run)
     cost_model_records: int = 0  # of those, what the shard's XGBoost cost model learned before its first batch
-    cost_model_sibling_records: int = 0  # and what it learned of the stage's other shards' records
+    cost_model_sibling_records: int = 0  # and what it learned of the stage's other shards' and the memory's records
+    memory_records: dict[str, int] = _dict()  # by task: the tuning memory's best records it started from
+    memory_note: str = ""  # why the memory was not read, where it could not be
     pid: int | None = None
     seed: int | None = None
     replica: int = 0

@@ -270,7 +270,9 @@ def describe(e: Event) -> str:
             return f"{at}shard {e.shard} planned: {len(e.tasks)} tasks, {e.shard_trial_budget} trials"
         case ShardStarted():
             took = f", started in {e.startup_s['total']:.1f} s" if e.startup_s.get("total") is not None else ""
-            return f"{at}shard {e.shard}: {len(e.tasks)} tasks, {e.shard_trial_budget} trials{took}"
+            known = (f"; {len(e.memory_records)} started from the tuning memory's {sum(e.memory_records.values())} "
+                     f"best records" if e.memory_records else "") + (f"; {e.memory_note}" if e.memory_note else "")
+            return f"{at}shard {e.shard}: {len(e.tasks)} tasks, {e.shard_trial_budget} trials{took}{known}"
         case ShardFinished():
             return f"{at}shard {e.shard} finished: {e.shard_trials} trials"
         case DefaultsTimed():

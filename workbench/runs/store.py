@@ -168,9 +168,14 @@ def runs_root(home: str | None = None) -> str:
     return os.path.join(home or workbench_home(), "runs")
 
 
+def home_of(run_dir: str) -> str:
+    """The home a run folder lives in (<home>/runs/<id>)."""
+    return os.path.dirname(os.path.dirname(os.path.abspath(run_dir)))
+
+
 def cache_dir(run_dir: str) -> str:
     """<home>/cache, beside <home>/runs/<id>."""
-    return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(run_dir))), "cache")
+    return os.path.join(home_of(run_dir), "cache")
 
 
 def ensure_writable(folder: str) -> None:

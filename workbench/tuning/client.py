@@ -65,6 +65,7 @@ class ShardJob:
     # The first stage of a run planned by estimate: time the defaults, then tune what the plan made again by the
     # measured times gives this shard (`await_plan`), not `tasks`/`trials` as given here.
     await_plan: bool = False
+    memory: str = ""  # the tuning memory's library for this target and slice ("": none, or the run is --fresh)
 
     @property
     def seed(self) -> int | None:
@@ -90,6 +91,23 @@ class ShardJob:
         d["measure"] = tuple(d.get("measure", ()))
         d["tracker"] = (d["tracker"][0], int(d["tracker"][1]), d["tracker"][2])
         return cls(**d)
+
+
+def from_memory(job: ShardJob, database, contexts, done: dict[str, int]) -> tuple[dict[str, int], str]:
+    """The tuning memory's best records of the shard's tasks, put in its database when it starts fresh (kept in
+    memory_seeded.json, so that a resumed shard does not count them as its trials); {task: records} and, where the
+    memory could not be read, why."""
+    from workbench.runs import memory
+
+    path = os.path.join(job.work_dir, "memory_seeded.json")
+    if os.path.exists(path) or not job.memory or sum(done.values()):
+        return store.read_json(path, {}), ""
+    try:
+        seeded, note = memory.seed(job.memory, database, contexts), ""
+    except Exception as err:  # noqa: BLE001 - a library being written, or damaged: tune without it, and say so
+        seeded, note = {}, f"the tuning memory could not be read ({type(err).__name__}): tuning from nothing"
+    store.write_json(path, seeded)
+    return seeded, note
 
 
 def previous_progress(database, contexts) -> tuple[dict[str, int], dict[str, float]]:
@@ -252,6 +270,10 @@ def run(job: ShardJob) -> int:
             return 0
         database = ms.database.JSONDatabase(work_dir=job.work_dir)
         done, best = previous_progress(database, good_ctx)
+        seeded, memory_note = from_memory(job, database, good_ctx, done)
+        if seeded and not sum(done.values()):  # just seeded: the known records are the tasks' bests so far
+            done, best = previous_progress(database, good_ctx)
+        done = {task: max(0, n - seeded.get(task, 0)) for task, n in done.items()}  # trials are this run's only
         remaining = max(0, job.trials - sum(done.values()))
         progress = ProgressCallback(events.emit, job.shard, job.tuned_at, job.trials, done, best, builder)
         progress.weights.update({c.task_name: float(w) for c, w in zip(good_ctx, good_w)})
@@ -260,6 +282,7 @@ def run(job: ShardJob) -> int:
         cost_model = cost_models.create(job.spec.cost_model, job.num_threads)
         siblings = [d for d in store.RunDir(job.run_dir).shard_dbs(job.tuned_at)
                     if os.path.abspath(d) != os.path.abspath(job.work_dir)]
+        siblings += [job.memory] if job.memory and not memory_note else []  # the memory's records of this target
         learned, from_siblings = cost_models.warm(cost_model, database, good_ctx, siblings) if xgb and remaining \
             else (0, 0)
         if learned or from_siblings:
@@ -268,6 +291,7 @@ def run(job: ShardJob) -> int:
                                  replica=job.replica, startup_s=startup.phases(), tasks=[c.task_name for c in good_ctx],
                                  shard_trial_budget=job.trials, shard_trials_resumed=sum(done.values()),
                                  cost_model_records=learned, cost_model_sibling_records=from_siblings,
+                                 memory_records=seeded, memory_note=memory_note,
                                  same_draws=same_draws()))
         if remaining == 0:
             events.emit(ShardFinished(shard=job.shard, tuned_at=job.tuned_at, shard_trials=sum(done.values()),

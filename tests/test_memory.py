@@ -1,0 +1,80 @@
+"""The tuning memory: a finished stage's records join the home's library; the next run of a model that shares its
+tasks says so in its plan, starts those tasks from their best known schedules (its model is as good as the memory
+after one trial) and counts only its own trials; --fresh ignores it; `workbench memory` lists, exports and imports."""
+import subprocess
+import sys
+
+import pytest
+from conftest import ROOT
+
+import workbench as wb
+from workbench.orchestrate.launch import plan_run
+from workbench.runs import memory
+from workbench.runs.event_types import ShardStarted
+
+FAST = dict(model="mlp-small", slices=(100,), cost_model="random", strategy="replay-trace")
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory):
+    home = str(tmp_path_factory.mktemp("memory-home"))
+    first = wb.tune(wb.TuneSpec(trials=16, **FAST), home=home)
+    assert first.wait(timeout=480) == "done", first.message
+    return home, first
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "workbench", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_a_later_run_starts_from_what_an_earlier_one_found(home):
+    home, first = home
+    [row] = memory.listing(home)
+    assert row["runs"] == 1 and row["models"] == ["mlp-small"] and row["records"] > 0, row
+    assert first.results.iloc[0]["memory_added"] == row["records"]
+    second = wb.tune(wb.TuneSpec(trials=1, trials_per_batch=1, **FAST), home=home)
+    assert second.wait(timeout=480) == "done", second.message
+    said = [n for n in second.plan.notes if "tuning memory" in n]
+    searched = first.tasks()["best_us"].notna().sum()  # the tasks the first run has records of
+    assert said and f"run {first.id}" in said[0] and said[0].startswith(f"{searched} of 2 tasks known"), said
+    [started] = second.typed_events(ShardStarted)
+    assert started.memory_records and not started.memory_note, started
+    assert set(started.memory_records) <= set(started.tasks)
+    result = second.results.iloc[0]
+    assert result["trials_measured"] == 1  # the memory's records are not its trials
+    kept = second.tasks()
+    tuned = kept[kept["kept"] == "tuned"]
+    assert len(tuned) >= 1, kept  # one trial, yet a tuned schedule: the memory's best beat the default
+    first_best = first.tasks().set_index("task")["best_us"]
+    for task, best in tuned.set_index("task")["best_us"].items():
+        assert best <= first_best[task] * 1.0001  # never worse than what the memory held for it
+    assert result["memory_added"] <= 1  # what it held already is not added again
+
+
+def test_fresh_ignores_the_memory(home):
+    home, _ = home
+    plan = plan_run(wb.TuneSpec(trials=4, fresh=True, **FAST), home=home)
+    assert not [n for n in plan.notes if "tuning memory" in n]
+    plan = plan_run(wb.TuneSpec(trials=4, **FAST), home=home)
+    assert [n for n in plan.notes if "tuning memory" in n]
+    proc = _cli("tune", "--fresh", "--model", "nope")  # the switch parses; the bad model is what is refused
+    assert proc.returncode == 2 and proc.stderr.startswith("workbench: error: model"), proc.stderr
+
+
+def test_memory_exports_and_imports_between_homes(home, tmp_path):
+    home, _ = home
+    archive = str(tmp_path / "memory.tar.gz")
+    listed = _cli("--home", home, "memory", "list")
+    assert listed.returncode == 0 and "records from" in listed.stdout and "mlp-small" in listed.stdout, listed
+    assert _cli("--home", home, "memory", "export", archive).returncode == 0
+    other = str(tmp_path / "other-home")
+    got = _cli("--home", other, "memory", "import", archive)
+    assert got.returncode == 0, got.stderr
+    [(name, added)] = [line.split(": ") for line in got.stdout.strip().splitlines()]
+    [mine] = memory.listing(home)
+    assert name == mine["library"] and added == f"{mine['records']} new records"
+    again = _cli("--home", other, "memory", "import", archive)
+    assert again.stdout.strip().endswith(": 0 new records"), again.stdout  # a record held is not added again
+    empty = _cli("--home", str(tmp_path / "empty"), "memory", "export", archive)
+    assert empty.returncode == 2 and "memory: the tuning memory" in empty.stderr
