@@ -58,6 +58,12 @@ def test_fresh_ignores_the_memory(home):
     assert not [n for n in plan.notes if "tuning memory" in n]
     plan = plan_run(wb.TuneSpec(trials=4, **FAST), home=home)
     assert [n for n in plan.notes if "tuning memory" in n]
+    from widgets.form import TuneForm
+
+    form = TuneForm()
+    assert "fresh" not in form.values()  # unchecked: the memory is used
+    form.set(fresh=True)  # the panel's checkbox
+    assert wb.TuneSpec(**form.values()).fresh is True
     proc = _cli("tune", "--fresh", "--model", "nope")  # the switch parses; the bad model is what is refused
     assert proc.returncode == 2 and proc.stderr.startswith("workbench: error: model"), proc.stderr
 

@@ -25,7 +25,7 @@ from workbench import COST_MODELS, DEFAULT_SWEEP, PRECISIONS, STRATEGIES, TARGET
 ONNX = "__onnx__"
 TORCH = "torch:"  # a model dropdown value naming a torch.nn.Module or ExportedProgram in the notebook's namespace
 SPEC_FIELDS = ("model", "input_shape", "target", "precision", "slices", "servers", "shards", "trials",
-               "trials_per_batch", "cost_model", "strategy", "cluster", "host")
+               "trials_per_batch", "cost_model", "strategy", "cluster", "host", "fresh")
 ERROR_FIELDS = (*SPEC_FIELDS, "sweep_slices")  # a SpecError.field shown at its own control (others: the general line)
 SLICE_FIELDS = ("slices", "sweep_slices")
 # how a message names its field (others: the TuneSpec name)
@@ -167,6 +167,9 @@ class TuneForm:
             "cluster": W.Text(placeholder="none: subprocesses here; local, or tcp://HOST:PORT",
                               layout=W.Layout(width="360px")),
             "host": W.Text(value=d.host, layout=W.Layout(width="140px")),
+            "fresh": W.Checkbox(value=d.fresh, description="fresh (ignore the tuning memory)", indent=False,
+                                layout=W.Layout(width="260px", margin="0 0 0 20px"),
+                                tooltip="start from nothing instead of what earlier runs in this home found"),
             "sweep_slices": _slices_control(DEFAULT_SWEEP),
             "csv_folder": W.Text(value="workbench-export", layout=W.Layout(width="260px")),
         }
@@ -198,7 +201,7 @@ class TuneForm:
             e["servers"], e["shards"], e["trials"], e["trials_per_batch"],
             _row("cost model", c["cost_model"], W.Label("strategy", layout=W.Layout(width="70px",
                                                                                    margin="0 0 0 20px")),
-                 c["strategy"]), e["cost_model"], e["strategy"],
+                 c["strategy"], c["fresh"]), e["cost_model"], e["strategy"], e["fresh"],
             _row("Dask cluster", c["cluster"], W.Label("tracker at", layout=W.Layout(width="70px",
                                                                                     margin="0 0 0 20px")),
                  c["host"]), self.host_info, e["cluster"], e["host"],
@@ -226,6 +229,8 @@ class TuneForm:
             "trials_per_batch": c["trials_per_batch"].value, "cost_model": c["cost_model"].value,
             "strategy": c["strategy"].value,
         }
+        if c["fresh"].value:
+            out["fresh"] = True
         shape = c["input_shape"].value.strip()
         if (onnx or str(c["model"].value).startswith(TORCH)) and shape:
             out["input_shape"] = shape
