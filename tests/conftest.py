@@ -71,6 +71,22 @@ def cuda_intrinsics(tmp_path_factory) -> str:
     return str(tmp_path_factory.mktemp("cuda-intrinsics"))
 
 
+@pytest.fixture(scope="session")
+def cheap_done_run(tmp_path_factory):
+    """One finished real run for the session: mlp-small, the cheap search, 1 shard, 1 server, at 100 %, 4 trials in
+    one batch. Tests that change a run (tune it on, edit its databases) take a copy with `support.copy_run`; the
+    run itself is only read, so each such test gets a done run without paying for a tune of its own."""
+    from support import CHEAP_SEARCH
+
+    import workbench as wb
+
+    spec = wb.TuneSpec(model="mlp-small", shards=1, servers=1, slices=(100,), trials=4, trials_per_batch=4,
+                       **CHEAP_SEARCH)
+    run = wb.tune(spec, home=str(tmp_path_factory.mktemp("cheap-done-home")))
+    assert run.wait(timeout=300) == "done", run.message
+    return run
+
+
 @pytest.fixture
 def sleeper():
     """A sleeping process group of our own: the 'supervisor' of a fake run that looks alive."""

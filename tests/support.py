@@ -5,6 +5,9 @@ Not in conftest.py: tests/browser/ has a conftest of its own, and `from conftest
 loaded first."""
 from __future__ import annotations
 
+import os
+import shutil
+
 # For runs whose subject is not the search (faults, processes, the UI): a random cost model and replayed traces
 # make each batch cheap on 2 cores; the real search is tested where it is the subject.
 CHEAP_SEARCH = dict(cost_model="random", strategy="replay-trace")
@@ -22,3 +25,12 @@ class NoRun(PyRunner):
     def run(self, inputs):
         return [LocalRunnerFuture([random.uniform(1e-4, 1e-3)], None) for _ in inputs]
 """
+
+
+def copy_run(run, home: str):
+    """A copy of the finished `run` in `home` (as a study carries a run folder to another machine), opened: a test
+    that tunes on or edits a run works on this, and a session fixture's run stays as it was."""
+    import workbench as wb
+
+    shutil.copytree(run.dir, os.path.join(home, "runs", run.id))
+    return wb.open_run(run.id, home)

@@ -457,14 +457,13 @@ def test_resume_is_shown_only_for_runs_it_can_continue(home, sleeper) -> None:
     new.close()
 
 
-def test_tune_on_raises_a_finished_runs_budget_from_the_form(home, sleeper) -> None:
+def test_tune_on_raises_a_finished_runs_budget_from_the_form(home, sleeper, cheap_done_run) -> None:
     """Tune on shows for a finished run when the form asks more trials per slice than the run had, says how many,
     and resumes the run with that budget (a real tuning run on this host); never for a running run."""
-    from support import CHEAP_SEARCH
+    from support import copy_run
 
-    run = workbench.tune(workbench.TuneSpec(model="mlp-small", shards=1, servers=1, slices=(100,), trials=4,
-                                            trials_per_batch=4, **CHEAP_SEARCH), home=home)
-    assert run.wait(timeout=300) == "done", run.message
+    run = copy_run(cheap_done_run, home)  # a real run of 4 trials, done (tuned once for the session), in this home
+    assert run.status == "done" and run.spec.trials == 4, run.message
     p = Panel(run.id, home=home)
     more = p.controls["more"]
     assert more.layout.display == "none" and not p.snapshot()["buttons"]["more"]  # the form holds the run's 4
