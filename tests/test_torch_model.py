@@ -97,26 +97,3 @@ def test_a_spec_given_a_module_says_how_to_hand_it_in():
     cnn, _ = _cnn()
     with pytest.raises(wb.SpecError, match="workbench.tune\\(model=module, example_inputs"):
         wb.TuneSpec(model=cnn)
-
-
-def test_the_panel_offers_the_notebooks_pytorch_models_tunes_one_and_exports_it(tmp_path):
-    """The model list holds the namespace's modules beside the samples; Tune exports the chosen one and starts its
-    run; Export model writes the tuned model with its signature and loader."""
-    from widgets import Panel
-
-    cnn, x = _cnn()
-    panel = Panel(home=str(tmp_path), namespace={"cnn": cnn, "_hidden": cnn, "x": x})
-    options = dict((v, k) for k, v in panel.controls["model"].options)
-    assert options["torch:cnn"] == "cnn (PyTorch SmallCNN)" and "torch:_hidden" not in options
-    assert "torch:x" not in options  # a tensor is no model
-    try:
-        run = panel.tune(model="torch:cnn", input_shape="1,3,16,16", trials=4, trials_per_batch=4,
-                         cost_model="random", strategy="replay-trace")
-        assert run.spec.model.endswith("cnn.relax.json")
-        assert run.wait(timeout=480) == "done", run.message
-        panel.refresh(force=True)
-        folder = panel.export_model(str(tmp_path / "out"))
-        assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["load.py", "model.so", "signature.json"]
-        assert "exported" in panel._export_msg.value and folder in panel._export_msg.value
-    finally:
-        panel.close()

@@ -1,9 +1,12 @@
 """A notebook's PyTorch model tuned from the panel in JupyterLab (headless Chromium), as a user does it.
 
-The notebook defines a small CNN (`cnn`) and shows `%workbench`; the test picks "cnn (PyTorch SmallCNN)" in the
-model dropdown, types its input shape, makes the run cheap (4 trials, random cost model, replay-trace), presses
-Tune, waits for 'done', checks the results table names the PyTorch eager baseline, presses Export model and checks
-in the kernel that the export folder holds the library, its signature and its loader. Screenshots go to
+The notebook defines a small CNN (`cnn`, also held under a private name, beside a tensor) and shows `%workbench`;
+the dropdown offers the module beside the samples (not the private name, not the tensor); the test picks
+"cnn (PyTorch SmallCNN)" in the model dropdown, types its input shape, makes the run cheap (4 trials, random cost
+model, replay-trace), presses Tune, waits for 'done', checks the results table names the PyTorch eager baseline,
+presses Export model and checks in the kernel that the export folder holds the library, its signature and its
+loader (and nothing else), and that the message names that folder. (tests/test_torch_model.py had the same run
+driven without a browser; its checks are here, where the run is driven as a user drives it.) Screenshots go to
 test-artifacts/ (torch-form.png, torch-running.png, torch-done.png).
 """
 from __future__ import annotations
@@ -31,7 +34,9 @@ CELLS = [
     "        x = torch.relu(self.bn(self.conv(x)))\n"
     "        return self.fc(x.mean(dim=(2, 3)))\n\n\n"
     "torch.manual_seed(0)\n"
-    "cnn = SmallCNN().eval()",
+    "cnn = SmallCNN().eval()\n"
+    "_hidden = cnn  # a private name: not offered\n"
+    "x = torch.randn(1, 3, 16, 16)  # a tensor is no model: not offered",
     "%load_ext workbench\n%workbench",
 ]
 OPTION = "cnn (PyTorch SmallCNN)"
@@ -40,9 +45,13 @@ SHAPE = "1,3,16,16"
 
 READ_FORM = ("import json, widgets\np = widgets.current_panel()\n"
              "print(json.dumps({'values': p.values(), 'errors': p.errors}))")
+# the dropdown's options as the kernel holds them: value -> label
+READ_OPTIONS = ("import json, widgets\np = widgets.current_panel()\n"
+                "print(json.dumps({'options': {v: k for k, v in p.controls['model'].options}}))")
 READ_EXPORT = ("import json, os, widgets\np = widgets.current_panel()\n"
                "d = os.path.join(p.controls['csv_folder'].value.strip() or 'workbench-export', p.run.id + '-model')\n"
                "print(json.dumps({'run': p.run.id, 'status': p.run.status, 'folder': os.path.abspath(d),"
+               " 'model': p.run.spec.model, 'message': p._export_msg.value,"
                " 'files': sorted(os.listdir(d)) if os.path.isdir(d) else None}))")
 
 PANEL = ".wb-panel"
@@ -128,6 +137,10 @@ def test_torch_model_tuned_from_the_panel(request, require_browser: Callable[[],
     # (ipywidgets shows a label's spaces as non-breaking ones; an option's value is the label itself)
     labels = [t.replace("\xa0", " ") for t in page.locator(f"{MODEL} option").all_text_contents()]
     assert OPTION in labels, labels
+    # the namespace's modules beside the samples: a private name and a tensor are not offered
+    options = _kernel_json(page, READ_OPTIONS).get("options", {})
+    assert options.get("torch:cnn") == OPTION and "torch:_hidden" not in options, options
+    assert "torch:x" not in options and "mlp-small" in options, options
     assert not page.locator(SHAPE_FIELD).is_visible()  # a sample model is chosen: no shape row yet
     page.locator(MODEL).select_option(value=OPTION)
     page.wait_for_selector(f"{SHAPE_FIELD} input", state="visible", timeout=15_000)
@@ -183,8 +196,9 @@ def test_torch_model_tuned_from_the_panel(request, require_browser: Callable[[],
     message = page.locator(EXPORT_MSG).inner_text()
     exported = _kernel_json(page, READ_EXPORT)
     assert exported.get("status") == "done", exported
-    assert exported["files"] is not None and {"model.so", "signature.json", "load.py"} <= set(exported["files"]), \
-        exported
+    assert exported["model"].endswith("cnn.relax.json"), exported  # Tune exported the module, named for its name
+    assert exported["files"] == ["load.py", "model.so", "signature.json"], exported
+    assert "exported" in exported["message"] and exported["folder"] in exported["message"], exported
     expected = lab_root / "workbench-export" / f"{exported['run']}-model"
     assert Path(exported["folder"]).resolve() == expected.resolve(), exported
     assert str(expected) in message or f"{exported['run']}-model" in message, message
