@@ -73,15 +73,16 @@ def cuda_intrinsics(tmp_path_factory) -> str:
 
 @pytest.fixture(scope="session")
 def cheap_done_run(tmp_path_factory):
-    """One finished real run for the session: mlp-small, the cheap search, 1 shard, 1 server, at 100 %, 4 trials in
-    one batch. Tests that change a run (tune it on, edit its databases) take a copy with `support.copy_run`; the
-    run itself is only read, so each such test gets a done run without paying for a tune of its own."""
+    """One finished real run for the session: mlp-small, replayed traces with the xgb model (only taught: a
+    resume's cost model has records to learn), 1 shard, 1 server, at 100 %, 4 trials in one batch. Tests that
+    change a run (tune it on, edit its databases, move it) take a copy with `support.copy_run`; the run itself is
+    only read, so each such test gets a done run without paying for a tune of its own."""
     from support import CHEAP_SEARCH
 
     import workbench as wb
 
     spec = wb.TuneSpec(model="mlp-small", shards=1, servers=1, slices=(100,), trials=4, trials_per_batch=4,
-                       **CHEAP_SEARCH)
+                       **{**CHEAP_SEARCH, "cost_model": "xgb"})
     run = wb.tune(spec, home=str(tmp_path_factory.mktemp("cheap-done-home")))
     assert run.wait(timeout=300) == "done", run.message
     return run

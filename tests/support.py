@@ -34,3 +34,11 @@ def copy_run(run, home: str):
 
     shutil.copytree(run.dir, os.path.join(home, "runs", run.id))
     return wb.open_run(run.id, home)
+
+
+def set_aside(run):
+    """Rename `run`'s folder away; returns what renames it back. Meanwhile a copy of the run that read a path
+    recorded in the original (rather than its own folder) fails, as it would on another machine."""
+    aside = run.dir + ".aside"
+    os.rename(run.dir, aside)
+    return lambda: os.rename(aside, run.dir)

@@ -195,17 +195,21 @@ def test_stop_then_resume_keeps_records_and_finishes_budget(tmp_path):
     assert again.progress().trials_done.iloc[-1] == total
 
 
-def test_resume_with_more_trials_tunes_a_done_run_on_to_the_raised_budget(tmp_path):
+def test_resume_with_more_trials_tunes_a_done_run_on_to_the_raised_budget(tmp_path, request, cheap_done_run):
     """`workbench resume RUN --trials N`: a done run tunes on from its records (its untuned task too, in the same
     shard), then is finished again; a budget that is no raise is refused in one line naming trials. The run folder
     was moved to another home without its libraries first, as a study carries runs from one machine to the next."""
     import glob
     import shutil
 
-    spec = wb.TuneSpec(model="mlp-small", shards=1, servers=1, slices=(100,), trials=4, trials_per_batch=4,
-                       **{**CHEAP_SEARCH, "cost_model": "xgb"})  # replayed traces: the cost model is only taught
-    first = wb.tune(spec, home=str(tmp_path / "first"))
-    assert first.wait(timeout=300) == "done", first.message
+    from support import copy_run, set_aside
+
+    # a real done run (tuned once for the session, copied here): replayed traces, the cost model only taught
+    first = copy_run(cheap_done_run, str(tmp_path / "first"))
+    spec = first.spec
+    assert first.status == "done", first.message
+    assert (spec.shards, spec.servers, spec.slices, spec.trials, spec.trials_per_batch, spec.cost_model,
+            spec.strategy) == (1, 1, (100,), 4, 4, "xgb", "replay-trace"), spec
     assert first.plan.budget.tasks_tuned == 1  # mlp-small has 2 tasks: 4 trials (one batch) tune the costlier
     first.start_sweep([50])  # swept after tuning, outside the spec: swept again after the raise
     deadline = time.monotonic() + 200
@@ -216,6 +220,8 @@ def test_resume_with_more_trials_tunes_a_done_run_on_to_the_raised_budget(tmp_pa
     shutil.move(first.dir, os.path.join(home, "runs", first.id))
     for lib in glob.glob(os.path.join(home, "runs", first.id, "**", "*.so"), recursive=True):
         os.remove(lib)
+    # the folder the copy came from is gone too while it tunes on (restored when the test ends)
+    request.addfinalizer(set_aside(cheap_done_run))
     run = wb.open_run(first.id, home)
     db = os.path.join(run.dir, "stages", "100", "shard-0", "database_tuning_record.json")
     with open(db) as f:
