@@ -21,12 +21,11 @@ import argparse
 import json
 import os
 import runpy
-import statistics
 import time
 from pathlib import Path
 
 import workbench as wb
-from bench.vs_pytorch import STANDIN, onnxruntime_ms
+from bench.vs_pytorch import STANDIN, cuda_median_ms, onnxruntime_ms
 from workbench.runs.headline import model_ms
 
 
@@ -37,24 +36,6 @@ def model_input(name: str) -> tuple[str, str, tuple[int, ...]]:
     key, _, batch = name.partition(":")
     shape = tuple(sample_models.get(key).INPUT_SHAPES["full"])
     return key, "full", (int(batch), *shape[1:]) if batch else shape
-
-
-def _median_ms(module, x, autocast: bool, repeats: int = 200) -> float:
-    import torch
-
-    times = []
-    with torch.no_grad(), torch.autocast("cuda", dtype=torch.float16, enabled=autocast):
-        for _ in range(20):
-            module(x)
-        torch.cuda.synchronize()
-        for _ in range(repeats):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            module(x)
-            end.record()
-            end.synchronize()
-            times.append(start.elapsed_time(end))
-    return statistics.median(times)
 
 
 def eager(name: str, precision: str) -> dict:
@@ -73,12 +54,12 @@ def eager(name: str, precision: str) -> dict:
     try:
         if precision == "fp32":
             torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
-            off = _median_ms(module, x, autocast=False)
+            off = cuda_median_ms(module, x)
             torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
-            return {"pytorch_ms": off, "pytorch_tf32_ms": _median_ms(module, x, autocast=False),
+            return {"pytorch_ms": off, "pytorch_tf32_ms": cuda_median_ms(module, x),
                     "pytorch_how": "eager fp32, TF32 off (pytorch_tf32_ms: on)"}
-        autocast = _median_ms(module, x, autocast=True)
-        half = _median_ms(module.half(), x.half(), autocast=False)
+        autocast = cuda_median_ms(module, x, autocast=True)
+        half = cuda_median_ms(module.half(), x.half())
         how = "autocast to float16" if autocast <= half else ".half() (weights and input in float16)"
         return {"pytorch_ms": min(autocast, half), "pytorch_tf32_ms": None, "pytorch_how": f"eager fp16, {how}",
                 "pytorch_autocast_ms": autocast, "pytorch_half_ms": half}

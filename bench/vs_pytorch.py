@@ -28,6 +28,26 @@ from workbench.runs.headline import model_ms
 STANDIN = Path(__file__).resolve().parents[1] / "tests" / "onnx_standin.py"
 
 
+def cuda_median_ms(module, x, repeats: int = 200, autocast: bool = False) -> float:
+    """The median of `repeats` CUDA-event timings of `module(x)` after 20 warm-up calls, without autograd; `autocast`:
+    under `torch.autocast` to float16."""
+    import torch
+
+    times = []
+    with torch.no_grad(), torch.autocast("cuda", dtype=torch.float16, enabled=autocast):
+        for _ in range(20):
+            module(x)
+        torch.cuda.synchronize()
+        for _ in range(repeats):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            module(x)
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
 def pytorch_ms(model: str, tf32: bool, repeats: int = 200) -> float | None:
     """The eager PyTorch twin of a sample model on this process's GPU (a slice's, under MPS), TF32 on or off for
     matmuls and convolutions: the median of `repeats` CUDA-event timings after 20 warm-up calls; None without a GPU
@@ -47,21 +67,10 @@ def pytorch_ms(model: str, tf32: bool, repeats: int = 200) -> float | None:
     torch.backends.cudnn.allow_tf32 = tf32
     module = twin(key, variant).cuda()
     x = torch.randn(*sample_models.get(key).INPUT_SHAPES[variant], device="cuda")
-    times = []
-    with torch.no_grad():
-        for _ in range(20):
-            module(x)
-        torch.cuda.synchronize()
-        for _ in range(repeats):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            module(x)
-            end.record()
-            end.synchronize()
-            times.append(start.elapsed_time(end))
+    median = cuda_median_ms(module, x, repeats)
     # the run's own baseline takes the user's TF32 settings from this process: leave PyTorch's as they were
     torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = was
-    return statistics.median(times)
+    return median
 
 
 def onnxruntime_ms(model: str, folder: Path, repeats: int = 100) -> float | None:
