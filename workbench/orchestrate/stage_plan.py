@@ -83,6 +83,7 @@ def stage_plan(folder: RunDir, spec: TuneSpec, shards: tuple[Shard, ...], target
     # a stock (local-runner) client is bound to its own share of the cores: it keeps that share
     searching = None if options.local_runner else still_searching(folder, tuned_at, shards)
     builder_workers, threads = client_resources(spec, len(host.cores), searching)
+    library = "" if spec.fresh else memory.library(home_of(folder.path), memory.key(target, tuned_at))
     clients = []
     for shard in shards:
         job = ShardJob(run_dir=folder.path, work_dir=folder.shard_db(tuned_at, shard.index),
@@ -91,8 +92,7 @@ def stage_plan(folder: RunDir, spec: TuneSpec, shards: tuple[Shard, ...], target
                        tracker=tracker if not options.local_runner else ("", 0, ""), runner_workers=spec.servers,
                        builder_workers=builder_workers, num_threads=threads, options=options,
                        prewarm=len(host.cores) >= 4 * len(shards), replica=shard.replica, measure=shard.measure,
-                       await_plan=await_plan,
-                       memory="" if spec.fresh else memory.library(home_of(folder.path), memory.key(target, tuned_at)))
+                       await_plan=await_plan, memory=library)
         binding = apply_slice(host, tuned_at, index=shard.index) if options.local_runner else None
         clients.append(WantedClient(f"{tuned_at}/shard-{shard.index}", shard, job, binding))
     return StagePlan(tuned_at, servers, tuple(clients))

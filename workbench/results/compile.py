@@ -5,7 +5,7 @@ import logging
 import os
 from dataclasses import dataclass
 
-from workbench.runs.store import RECORDS_FILE, WORKLOADS_FILE
+from workbench.runs.store import RECORDS_FILE, WORKLOADS_FILE, count_lines
 from workbench.units import mean_seconds
 
 
@@ -36,9 +36,7 @@ def merge_databases(shard_dirs: list[str], out_dir: str) -> MergeResult:
             merged.commit_tuning_record(ms.database.TuningRecord(rec.trace, wkl, rec.run_secs, rec.target,
                                                                  rec.args_info))
             records += 1
-    with open(os.path.join(out_dir, WORKLOADS_FILE)) as f:
-        workloads = sum(1 for line in f if line.strip())
-    return MergeResult(out_dir, records, workloads)
+    return MergeResult(out_dir, records, count_lines(os.path.join(out_dir, WORKLOADS_FILE)))
 
 
 def load_database(path: str):

@@ -11,7 +11,7 @@ from workbench import diskspace
 from workbench.hardware import TargetSpec
 from workbench.noise import NO_TUNED_SCHEDULE, paired_verdict, verdict
 from workbench.plan.tasks import Shard
-from workbench.runs import store
+from workbench.runs import memory, store
 from workbench.runs.event_types import Compiled, DefaultsTimed, Merged, Timed, Verified
 from workbench.runs.events import EventReader, EventWriter
 from workbench.servers.slices import SliceHost
@@ -143,20 +143,19 @@ def finish_stage(run_dir: str, spec: TuneSpec, target: TargetSpec, tuned_at: int
                       sm_count=t.get("sm_count"), records=merged.records, tuned_repeats=t.get("repeats"),
                       untuned_repeats=u.get("repeats"), busy_cores=busy, server=t.get("server") or "",
                       **against))
+    # the memory's records a shard started from are in the merged database, but they are not this run's trials
+    seeded = sum(sum(memory.seeded(folder.shard_db(tuned_at, s.index)).values()) for s in shards)
     row = {"tuned_at": tuned_at, "model": spec.model, "target": target.kind,
            "tuned_ms": t["latency_ms_median"], "tuned_iqr_ms": t["latency_ms_iqr"],
            "untuned_ms": u["latency_ms_median"], "untuned_iqr_ms": u["latency_ms_iqr"],
            "speedup": u["latency_ms_median"] / t["latency_ms_median"], "verdict": said, "kept": kept,
            "match": t.get("match"), "match_note": t.get("match_note", ""), "max_abs_err": t.get("max_abs_err"),
            "records": merged.records, "busy_cores": busy, "timed_on": t.get("server") or "this host",
-           "trials_measured": merged.records, "trials_asked": trials_asked, "finished_early": early,
+           "trials_measured": merged.records - seeded, "trials_asked": trials_asked, "finished_early": early,
            "tasks_tuned": sum(c.best_us is not None for c in choices), "kept_default": len(kept_default),
            "tasks_total": len(choices), **against,
            "library": tuned}
     row.update(remember_stage(run_dir, spec, target, tuned_at, merged.path, model.input_shape))
-    seeded = sum(sum(store.read_json(os.path.join(folder.shard_db(tuned_at, s.index), "memory_seeded.json"),
-                                     {}).values()) for s in shards)
-    row["trials_measured"] = merged.records - seeded  # the memory's records it started from are not its trials
     results = [r for r in folder.read_results() if r.get("tuned_at") != tuned_at]
     folder.write(store.RESULTS_FILE, results + [row])
     return row
@@ -166,8 +165,6 @@ def remember_stage(run_dir: str, spec: TuneSpec, target: TargetSpec, tuned_at: i
                    input_shape) -> dict:
     """Add the stage's records to the home's tuning memory (`runs.memory`); the results row's memory fields. A
     memory that cannot be written costs the run nothing but the note."""
-    from workbench.runs import memory
-
     source = {"run": os.path.basename(run_dir), "model": os.path.basename(spec.model),
               "input_shape": list(input_shape), "precision": spec.precision, "tuned_at": tuned_at}
     try:

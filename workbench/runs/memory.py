@@ -25,9 +25,10 @@ from collections.abc import Iterator
 from typing import Any
 
 from workbench.hardware import TargetSpec, detect
-from workbench.runs.store import RECORDS_FILE, WORKLOADS_FILE, read_json, write_json
+from workbench.runs.store import RECORDS_FILE, WORKLOADS_FILE, count_lines, read_json, write_json
 
 SOURCES = "sources.json"
+SEEDED_FILE = "memory_seeded.json"  # in a shard's database folder, written by its client: {task: records seeded}
 SEED_TOP_K = 32  # records of a known task put in a fresh shard's database: its best, for the evolution to start from
 
 
@@ -90,12 +91,13 @@ def remember(folder: str, db_path: str, source: dict[str, Any]) -> int:
                 continue  # a failed measurement: nothing to start from
             h = workload_hash(rec.workload.mod)
             hashes.add(h)
-            if (h, str(rec.trace.as_json())) in held:
+            one = (h, str(rec.trace.as_json()))
+            if one in held:
                 continue
             wkl = lib.commit_workload(rec.workload.mod)
             lib.commit_tuning_record(ms.database.TuningRecord(rec.trace, wkl, rec.run_secs, rec.target,
                                                               rec.args_info))
-            held.add((h, str(rec.trace.as_json())))
+            held.add(one)
             added += 1
         sources = read_json(os.path.join(folder, SOURCES), {"runs": []})
         sources["runs"].append({**source, "t": time.time(), "records": added, "workloads": sorted(hashes)})
@@ -152,6 +154,11 @@ def seed(folder: str, database, contexts) -> dict[str, int]:
     return out
 
 
+def seeded(shard_dir: str) -> dict[str, int]:
+    """{task: records} a shard's client put in its database from the memory (`SEEDED_FILE`; none: {})."""
+    return read_json(os.path.join(shard_dir, SEEDED_FILE), {})
+
+
 def listing(home: str) -> list[dict[str, Any]]:
     """One row per library: its key, workloads, records and the runs that taught it."""
     rows = []
@@ -159,9 +166,8 @@ def listing(home: str) -> list[dict[str, Any]]:
     for name in sorted(os.listdir(base)) if os.path.isdir(base) else []:
         folder = os.path.join(base, name)
         runs = read_json(os.path.join(folder, SOURCES), {"runs": []})["runs"]
-        count = (lambda f: sum(1 for line in open(f) if line.strip()) if os.path.exists(f) else 0)  # noqa: E731
-        rows.append({"library": name, "workloads": count(os.path.join(folder, WORKLOADS_FILE)),
-                     "records": count(os.path.join(folder, RECORDS_FILE)),
+        rows.append({"library": name, "workloads": count_lines(os.path.join(folder, WORKLOADS_FILE)),
+                     "records": count_lines(os.path.join(folder, RECORDS_FILE)),
                      "runs": len({r["run"] for r in runs}), "models": sorted({str(r.get("model")) for r in runs})})
     return rows
 

@@ -84,11 +84,7 @@ class RunDir:
 
     def shard_records(self, tuned_at: int, shard: int) -> int:
         """How many tuning records the shard's database holds (a record per line; 0 before its first batch)."""
-        try:
-            with open(os.path.join(self.shard_db(tuned_at, shard), RECORDS_FILE), "rb") as f:
-                return sum(1 for line in f if line.strip())
-        except FileNotFoundError:
-            return 0
+        return count_lines(os.path.join(self.shard_db(tuned_at, shard), RECORDS_FILE))
 
     def shard_job(self, tuned_at: int, shard: int) -> str:
         return os.path.join(self.stage(tuned_at), f"shard-{shard}.json")
@@ -166,6 +162,15 @@ class RunDir:
 
 def runs_root(home: str | None = None) -> str:
     return os.path.join(home or workbench_home(), "runs")
+
+
+def count_lines(path: str) -> int:
+    """The non-blank lines of a file (a database's workloads or records, one per line); 0 where it is missing."""
+    try:
+        with open(path, "rb") as f:
+            return sum(1 for line in f if line.strip())
+    except FileNotFoundError:
+        return 0
 
 
 def home_of(run_dir: str) -> str:

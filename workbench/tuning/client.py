@@ -99,9 +99,9 @@ def from_memory(job: ShardJob, database, contexts, done: dict[str, int]) -> tupl
     memory could not be read, why."""
     from workbench.runs import memory
 
-    path = os.path.join(job.work_dir, "memory_seeded.json")
+    path = os.path.join(job.work_dir, memory.SEEDED_FILE)
     if os.path.exists(path) or not job.memory or sum(done.values()):
-        return store.read_json(path, {}), ""
+        return memory.seeded(job.work_dir), ""
     try:
         seeded, note = memory.seed(job.memory, database, contexts), ""
     except Exception as err:  # noqa: BLE001 - a library being written, or damaged: tune without it, and say so
