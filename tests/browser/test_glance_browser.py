@@ -119,7 +119,9 @@ def test_the_panel_at_a_glance(request, require_browser: Callable[[], str], arti
 
     # the sweep: opened by its toggle, started by a real click, its progress beside the button while it runs
     page.locator(f"{PANEL} button.wb-toggle-sweep").click()
-    assert _height(page) > done  # unfolded: the sweep section is drawn now
+    # unfolded: the sweep section is drawn now (the front end redraws a moment after the click)
+    page.wait_for_function(f"() => document.querySelector('{PANEL}').getBoundingClientRect().height > {done}",
+                           timeout=10_000, polling=100)
     page.locator(f"{PANEL} button.wb-sweep").click()
     page.wait_for_function(f"() => /sweeping/.test(document.querySelector('{PANEL} .wb-sweep-progress').innerText)",
                            timeout=60_000, polling=100)
