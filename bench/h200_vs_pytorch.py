@@ -6,7 +6,8 @@ PyTorch eager at the same precision on the whole GPU.
 
 A model is a sample name with an optional batch (`resnet18:16`: the full variant's input with its first dimension
 16) or `standin` (the ONNX stand-in of tests/onnx_standin.py, compared with onnxruntime). Each (model, precision) is
-one run at 100 % with a trial budget it cannot reach (`--trials`), asked to Finish once `--minutes` have passed since
+one run at 100 % from nothing (`fresh`: the home's tuning memory is not read) with a trial budget it cannot
+reach (`--trials`), asked to Finish once `--minutes` have passed since
 it was started (what Finish does in the panel: compile the best found so far). PyTorch eager is timed in this
 process before the run starts (CUDA events, median of 200 after 20 warm-up calls): at fp32 with TF32 off
 (`pytorch_ms`) and on (`pytorch_tf32_ms`); at fp16 the faster of autocast and `.half()` (`pytorch_how` says
@@ -77,7 +78,7 @@ def tune_for(name: str, precision: str, minutes: float, trials: int, home: str, 
         model = key
     t0 = time.time()
     run = wb.tune(wb.TuneSpec(model=model, input_shape=shape, target=target, slices=(100,), precision=precision,
-                              trials=trials), home=home)
+                              trials=trials, fresh=True), home=home)
     status = run.wait(timeout=minutes * 60)
     finished_early = not run.finished
     if finished_early:
