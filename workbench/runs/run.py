@@ -18,25 +18,22 @@ from workbench.procs import group_alive
 from workbench.readable import readable
 from workbench.runs import store
 from workbench.runs.cluster_view import ClusterView, cluster_view
+from workbench.runs.curves import best_curve, phase_table, telemetry_table
 from workbench.runs.event_types import (
     FAILURES,
     TERMINAL,
-    Batch,
     Event,
     FinishRequested,
     Launched,
-    Phase,
     RunFinished,
     RunStarted,
     ServerReady,
-    ShardPlanned,
-    SweepPoint,
-    Telemetry,
 )
-from workbench.runs.events import EventReader, as_dict, since_last_raise
+from workbench.runs.events import EventReader, as_dict
 from workbench.runs.headline import Headline, headline, model_ms
 from workbench.runs.model import Signature, TensorSpec, TunedModel, output_specs
 from workbench.runs.progress import Overall, overall, shard_progress
+from workbench.runs.sweep_table import slice_matrix, sweep_table, untuned_table
 from workbench.runs.tables import budget_history, events_table, results_table, time_spent
 from workbench.spec import SpecError, TuneSpec
 
@@ -242,40 +239,13 @@ class Run:
         The estimate sums, over the tasks measured so far, weight x the best latency any shard found
         (search replicas of one task count once). `complete` is False until every shard of the stage
         has reported a batch (the estimate is partial)."""
-        best: dict[tuple[int, str], float] = {}
-        weight: dict[tuple[int, str], float] = {}
-        trials: dict[tuple[int, int], int] = {}
-        planned: dict[int, set[int]] = {}
-        for e in self._all(ShardPlanned):
-            planned.setdefault(e.tuned_at, set()).add(e.shard)
-        rows = []
-        for e in self._all(Batch):
-            stage, task = e.tuned_at, (e.tuned_at, e.task)
-            if e.best_us is not None:
-                best[task] = min(e.best_us, best.get(task, e.best_us))
-                weight[task] = e.weight
-            trials[(stage, e.shard)] = e.shard_trials
-            reported = {k[1] for k in trials if k[0] == stage}
-            rows.append({"t": e.t, "tuned_at": stage, "shard": e.shard, "task": e.task,
-                         "task_trials": e.task_trials, "best_us": e.best_us,
-                         "trials": sum(v for k, v in trials.items() if k[0] == stage),
-                         "est_model_us": round(sum(weight[k] * v for k, v in best.items() if k[0] == stage), 3),
-                         "shards_reported": len(reported),
-                         "complete": reported >= planned.get(stage, set())})
-        return pd.DataFrame(rows)
+        return best_curve(self._all())
 
     def telemetry(self) -> pd.DataFrame:
-        rows = []
-        for e in self._all(Telemetry):
-            row = {"t": e.t, "cpu_percent": e.cpu_percent, "mem_percent": e.mem_percent, "gpu_note": e.gpu_note}
-            for g in e.gpus:
-                row[f"gpu{g['index']}_sm_util"] = g.get("sm_util")
-                row[f"gpu{g['index']}_mem_used_mb"] = g.get("mem_used_mb")
-            rows.append(row)
-        return pd.DataFrame(rows)
+        return telemetry_table(self._all())
 
     def phases(self) -> pd.DataFrame:
-        return pd.DataFrame([{"t": e.t, "phase": e.phase, "tuned_at": e.tuned_at} for e in self._all(Phase)])
+        return phase_table(self._all())
 
     def servers(self) -> pd.DataFrame:
         return pd.DataFrame([as_dict(e) for e in self._all(ServerReady)])
@@ -362,32 +332,16 @@ class Run:
         """Latency per (tuned_at, inferred_at) from the sweep_point events, live; the latest point wins, also over
         an older one at a slice that a later point stands for (`stands_for`: a CPU's slices of one core count).
         Points from before the run's budget was last raised (`resume --trials`) timed models that are gone: left out."""
-        cols = ["model", "tuned_at", "inferred_at", "latency_ms_median", "latency_ms_iqr", "latency_ms_q1",
-                "latency_ms_q3", "sm_count", "cores",
-                "slice_applied", "slicing", "reason", "stands_for", "busy_cores"]
-        swept = self._all(SweepPoint)
-        current = since_last_raise([as_dict(e) for e in self._all(Launched, SweepPoint)])
-        points = [{c: e[c] for c in cols} for e in current if e["kind"] == SweepPoint.KIND]
-        if not points:  # a folder written without sweep events: its sweep.csv, if any
-            path = self.folder.file(store.SWEEP_FILE)
-            return pd.read_csv(path) if not swept and os.path.exists(path) else pd.DataFrame(columns=cols)
-        last = {(p["tuned_at"], s): i for i, p in enumerate(points) for s in p["stands_for"] or [p["inferred_at"]]}
-        points = [p for i, p in enumerate(points) if last.get((p["tuned_at"], p["inferred_at"]), i) == i]
-        df = pd.DataFrame(points).drop_duplicates(["tuned_at", "inferred_at"], keep="last")
-        return df.sort_values(["tuned_at", "inferred_at"]).reset_index(drop=True)
+        return sweep_table(self._all(), self.folder)
 
     def sweep_untuned(self) -> pd.DataFrame:
         """The run's untuned build timed at each swept slice (sweep_untuned.csv: model, inferred_at, latency_ms_median,
         latency_ms_iqr, ...); empty before a sweep."""
-        path = self.folder.file(store.SWEEP_UNTUNED_FILE)
-        return pd.read_csv(path) if os.path.exists(path) else pd.DataFrame(columns=list(store.UNTUNED_COLUMNS))
+        return untuned_table(self.folder)
 
     def slice_matrix(self) -> pd.DataFrame:
         """tuned_at x inferred_at table of median latency (ms)."""
-        df = self.sweep
-        if not len(df):
-            return df
-        return df.pivot_table(index="tuned_at", columns="inferred_at", values="latency_ms_median")
+        return slice_matrix(self.sweep)
 
     def to_csv(self, folder: str) -> list[str]:
         """Write events, progress, results and sweep tables as CSV files; returns their paths."""
