@@ -28,13 +28,13 @@ from . import registry
 from .figures import make_live_figure, persist, reset_live_figure, update_live_figure
 from .form import SPEC_FIELDS, TuneForm
 from .panel_actions import ButtonActions
-from .panel_views import ACTIVE, MORE_TIP, RunViews
+from .panel_buttons import BUTTONS, make_buttons
+from .panel_views import ACTIVE, RunViews
 from .progress import ShardBars
 from .tasks import TaskTable, top_tasks, trace_note, tuned_counts
 
 MAX_HZ = 4.0
 PERSIST_EVERY_S = 15.0
-BUTTONS = ("tune", "resume", "more", "stop", "finish", "sweep", "export", "export_model")
 # The folded sections: name -> the toggle's label and tooltip.
 SECTIONS = {"charts": ("Charts", "best latency per task and the model estimate vs trials; utilisation and phases"),
             "shards": ("Shards", "one progress bar per tuning client"),
@@ -42,13 +42,6 @@ SECTIONS = {"charts": ("Charts", "best latency per task and the model estimate v
             "results": ("Results", "the full results table, what each budget raise gained, where tuning time went"),
             "sweep": ("Sweep", "time the tuned models at other slices: latency vs slice and the heatmap"),
             "export": ("Export", "the run's tables as CSV, the tuned model as a library with its loader")}
-
-
-def _button(label: str, css: str, style: str = "", icon: str = "", tooltip: str = "") -> W.Button:
-    b = W.Button(description=label, button_style=style, icon=icon, tooltip=tooltip or label,
-                 layout=W.Layout(width="auto"))
-    b.add_class(css)
-    return b
 
 
 class Panel(ButtonActions, RunViews):
@@ -67,21 +60,7 @@ class Panel(ButtonActions, RunViews):
         self.run: engine.Run | None = None
         self.form = TuneForm(namespace, **values)  # namespace: the notebook's, whose PyTorch models it offers
         self.controls: dict[str, W.Widget] = dict(self.form.controls)
-        self.controls.update(
-            tune=_button("Tune", "wb-tune", "primary", "play", "validate the form and start tuning in the background"),
-            resume=_button("Resume", "wb-resume", "success", "redo",
-                           "continue this run from the records it measured (it keeps its spec and budget)"),
-            more=_button("Tune on", "wb-more", "success", "forward", MORE_TIP),
-            stop=_button("Stop", "wb-stop", "", "stop", "stop the run (all its processes)"),
-            finish=_button("Finish", "wb-finish", "", "flag-checkered",
-                           "end tuning now and compile, verify and time the best model so far"),
-            sweep=_button("Sweep latency", "wb-sweep", "", "line-chart",
-                          "time the finished run's tuned models at each sweep slice"),
-            export=_button("Export CSV", "wb-export", "", "download", "write the run's tables as CSV files"),
-            export_model=_button("Export model", "wb-export-model", "", "cube",
-                                 "write the run's fastest model (library, signature.json, load.py needing only TVM) "
-                                 "to the folder"),
-        )
+        self.controls.update(make_buttons())
         self._status = W.HTML(value="<b>idle</b>: fill in the form and press Tune")
         self._status.add_class("wb-status")
         self.form_box = self.form.box

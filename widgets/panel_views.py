@@ -13,14 +13,14 @@ from workbench import FAILURES, describe_event
 from .analysis import fmt_seconds, recommend_tuning_slice
 from .figures import persist
 from .form import field_name
+from .panel_buttons import ACTIVE_STYLE, MORE_TIP
 from .ran import ran_html
 from .sweep_figure import make_sweep_figure, update_sweep_figure
 from .tasks import plan_html
 
-MORE_TIP = "tune this run on from its records to the trials per slice in the form (a raised budget)"
 ACTIVE = ("running", "starting")
 RESUMABLE = ("stopped", "partial", "failed", "crashed")  # ended before its budget: Resume continues it
-ACTIVE_STYLE = {"stop": "danger", "finish": "warning"}  # Stop and Finish in colour only while they can be pressed
+
 
 def headline_html(said: engine.Headline) -> str:
     """The run's headline (`Run.headline()`) as the panel's top line: green when it reports a gain, red when the model
