@@ -80,10 +80,12 @@ def choose(model: str, target_kind: str, precision: str = "fp32") -> tuple[Basel
     return None, f"no baseline for {model}"
 
 
-def build(baseline: Baseline, x: Any, device_kind: str) -> tuple[Callable[[], Any], Callable[[], None]]:
-    """Two calls of the baseline on input `x` (numpy), in this process, on its cores (a slice's) and its device: one
-    returning its outputs as one flat numpy array (to compare them), one that only runs it and waits for the device
-    (to time it, as TVM's evaluator times the builds: no copy of the outputs to the host)."""
+def build(baseline: Baseline, x: Any, device_kind: str
+          ) -> tuple[Callable[[], Any], Callable[[], None], Callable[[], None]]:
+    """Calls of the baseline on input `x` (numpy), in this process, on its cores (a slice's) and its device: one
+    returning its outputs as one flat numpy array (to compare them), one that only runs it (to time it, as TVM's
+    evaluator times the builds: no copy of the outputs to the host, no wait for the device after each call) and one
+    that waits for the device (`timer` calls it once per measurement)."""
     import numpy as np
 
     threads = len(os.sched_getaffinity(0))
@@ -97,7 +99,7 @@ def build(baseline: Baseline, x: Any, device_kind: str) -> tuple[Callable[[], An
         session = ort.InferenceSession(baseline.path, options, providers=providers)
         feed = {session.get_inputs()[0].name: x}
         return (lambda: np.concatenate([np.asarray(o).ravel() for o in session.run(None, feed)]),
-                lambda: session.run(None, feed))
+                lambda: session.run(None, feed), _no_wait)
     import torch
 
     torch.set_num_threads(threads)
@@ -125,25 +127,33 @@ def build(baseline: Baseline, x: Any, device_kind: str) -> tuple[Callable[[], An
     def run() -> None:
         with torch.no_grad(), mode():
             module(tensor)
-        if device == "cuda":
-            torch.cuda.synchronize()
 
-    return outputs, run
+    return outputs, run, torch.cuda.synchronize if device == "cuda" else _no_wait
 
 
-def timer(call: Callable[[], Any], min_repeat_ms: float) -> Callable[[], float]:
-    """One measurement as TVM's time_evaluator makes them: calls repeated until `min_repeat_ms` have passed, their
-    mean in ms (each call waits for the device)."""
+def _no_wait() -> None:
+    """A CPU library's calls return when their work is done: nothing to wait for."""
+
+
+def timer(call: Callable[[], Any], min_repeat_ms: float, wait: Callable[[], None] = _no_wait) -> Callable[[], float]:
+    """One measurement as TVM's time_evaluator makes them of a build: `number` calls back to back, then one wait for
+    the device, their mean in ms; `number` grows (as TVM's does, by at least the golden ratio) until a measurement
+    lasts `min_repeat_ms`, and is kept for the next. Waiting after every call instead would add the host's round
+    trip to each of a small model's calls, which TVM's timings of the builds do not have."""
     import time
 
+    number = [1]
+
     def measure() -> float:
-        n, t0 = 0, time.perf_counter()
         while True:
-            call()
-            n += 1
+            n, t0 = number[0], time.perf_counter()
+            for _ in range(n):
+                call()
+            wait()
             elapsed = (time.perf_counter() - t0) * 1e3
             if elapsed >= min_repeat_ms:
                 return elapsed / n
+            number[0] = max(int(min_repeat_ms / max(elapsed / n, 1e-6)) + 1, int(n * 1.618) + 1)
 
     return measure
 

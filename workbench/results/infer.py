@@ -228,10 +228,11 @@ def _baseline_row(wanted: Baseline, x: np.ndarray, device: str, ref_out: np.ndar
         return {**row, "error": "not timed: the models were timed on a tracker's server, where the baseline does not "
                                 "run"}
     try:
-        outputs, call = baseline.build(wanted, x, device)
+        outputs, call, wait = baseline.build(wanted, x, device)
         y = outputs()  # the first call also warms it up
         t0 = time.perf_counter()
         call()
+        wait()
         one_ms = (time.perf_counter() - t0) * 1e3
     except Exception as err:  # noqa: BLE001 - a baseline that cannot run is reported, the run goes on
         return {**row, "error": f"{type(err).__name__}: {str(err).strip().splitlines()[0][:300] if str(err) else ''}"}
@@ -241,7 +242,7 @@ def _baseline_row(wanted: Baseline, x: np.ndarray, device: str, ref_out: np.ndar
     elif not wanted.compare_outputs:
         row.update(match=None, match_note="a twin of the model (same layers and sizes, other weights): its outputs "
                                           "are not compared")
-    return {**row, "_timer": baseline.timer(call, min_repeat_ms), "_one_ms": one_ms}
+    return {**row, "_timer": baseline.timer(call, min_repeat_ms, wait), "_one_ms": one_ms}
 
 
 def _summarise(result: dict, ms_list: list[float], repeats: int, busy: float | None, seconds: float,
