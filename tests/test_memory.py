@@ -1,15 +1,21 @@
 """The tuning memory: a finished stage's records join the home's library; the next run of a model that shares its
 tasks says so in its plan, starts those tasks from their best known schedules (its model is as good as the memory
 after one trial) and counts only its own trials; --fresh ignores it; `workbench memory` lists, exports and imports."""
+import base64
+import json
+import os
+import shutil
+import struct
 import subprocess
 import sys
+import tarfile
 
 import pytest
 from conftest import ROOT
 
 import workbench as wb
 from workbench.orchestrate.launch import plan_run
-from workbench.runs import memory
+from workbench.runs import memory, store
 from workbench.runs.event_types import ShardStarted
 
 FAST = dict(model="mlp-small", slices=(100,), cost_model="random", strategy="replay-trace")
@@ -84,3 +90,44 @@ def test_memory_exports_and_imports_between_homes(home, tmp_path):
     assert again.stdout.strip().endswith(": 0 new records"), again.stdout  # a record held is not added again
     empty = _cli("--home", str(tmp_path / "empty"), "memory", "export", archive)
     assert empty.returncode == 2 and "memory: the tuning memory" in empty.stderr
+
+
+def _as_an_older_tvm_wrote_it(folder) -> None:
+    """Rewrite a library's workloads as TVM releases before the `tirx` namespace wrote them (`tir.PrimFunc`, ...):
+    JSON inside base64, behind its length in 8 bytes."""
+    path = os.path.join(folder, store.WORKLOADS_FILE)
+    lines = []
+    for line in open(path):
+        shash, blob = json.loads(line)
+        text = base64.b64decode(blob)[8:].decode()
+        text = text.replace('"tirx.', '"tir.').replace('"s_tir.SBlock', '"tir.Block').encode()
+        lines.append(json.dumps([shash, base64.b64encode(struct.pack("<Q", len(text)) + text).decode()]))
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def test_a_library_this_tvm_cannot_read_is_refused_and_kept(home, tmp_path):
+    home, first = home
+    other = str(tmp_path / "home")
+    shutil.copytree(memory.root(home), memory.root(other))
+    [name] = [row["library"] for row in memory.listing(other)]
+    folder = memory.library(other, name)
+    _as_an_older_tvm_wrote_it(folder)
+    files = {f: open(os.path.join(folder, f), "rb").read() for f in os.listdir(folder)}
+    assert "does not load" in memory.unreadable(folder) and "tir.PrimFunc" in memory.unreadable(folder)
+    plan = plan_run(wb.TuneSpec(trials=4, **FAST), home=other)
+    [said] = [n for n in plan.notes if "tuning memory" in n]
+    assert said.startswith(f"the tuning memory {name} cannot be read by this TVM") and "tunes from nothing" in said
+    # the next writer (a stage's finisher; here the first run's shard database) moves it aside, as it was
+    added, note = memory.remember(folder, store.RunDir(first.dir).shard_db(100, 0), {"run": "r", "model": "mlp-small"})
+    assert added > 0 and f"moved aside, as it was, to {name}{memory.SET_ASIDE}1" in note, note
+    aside = folder + memory.SET_ASIDE + "1"
+    assert {f: open(os.path.join(aside, f), "rb").read() for f in os.listdir(aside)} == files  # nothing lost
+    assert memory.unreadable(folder) == ""  # the new library under the key
+    listed = _cli("--home", other, "memory", "list")
+    assert listed.returncode == 0 and f"{name}{memory.SET_ASIDE}1: " in listed.stdout and "set aside" in listed.stdout
+    archive = str(tmp_path / "old.tar.gz")
+    with tarfile.open(archive, "w:gz") as tar:  # an older host's export: refused by import, with the reason
+        tar.add(aside, arcname=name)
+    got = _cli("--home", str(tmp_path / "third"), "memory", "import", archive)
+    assert got.returncode == 0 and f"{name}: 0 new records; not imported: this TVM cannot read it" in got.stdout, got

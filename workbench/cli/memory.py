@@ -28,8 +28,9 @@ def run_memory(args: argparse.Namespace, home: str | None) -> int:
         if not rows:
             print(f"the tuning memory in {home} is empty: a run's records join it when a stage finishes")
         for r in rows:
+            aside = " (set aside: this TVM could not read it; kept as it was, never read)" if r["set_aside"] else ""
             print(f"{r['library']}: {r['workloads']} tasks, {r['records']} records from {r['runs']} run"
-                  f"{'s' * (r['runs'] != 1)} ({', '.join(r['models'])})")
+                  f"{'s' * (r['runs'] != 1)} ({', '.join(r['models'])}){aside}")
         return 0
     if not args.path:
         raise SpecError("path", f"`workbench memory {args.action}` needs a .tar.gz path")
@@ -40,6 +41,6 @@ def run_memory(args: argparse.Namespace, home: str | None) -> int:
         return 0
     if not os.path.isfile(args.path):
         raise SpecError("path", f"no such file: {args.path}")
-    for name, added in memory.import_(home, args.path).items():
-        print(f"{name}: {added} new records")
+    for name, (added, note) in memory.import_(home, args.path).items():
+        print(f"{name}: {added} new records" + (f"; {note}" if note else ""))
     return 0

@@ -12,6 +12,7 @@ from workbench.hardware import Hardware, check_sweep_here, detect, resolve_targe
 from workbench.models.load import check_model, load_model
 from workbench.models.torch_module import is_torch_model, save_torch_model
 from workbench.options import EngineOptions
+from workbench.plan import task_file
 from workbench.plan.budget import cost_model_note, plan_budget
 from workbench.plan.plan import Plan
 from workbench.plan.replan import rows, shard_plan, shards_for
@@ -72,6 +73,12 @@ def plan_run(spec: TuneSpec, hw: Hardware | None = None, options: EngineOptions 
     """Resolve the target, extract the model's tasks and split them into shards (raises SpecError). `servers`: what
     a `--tracker` run's servers have (`ask_tracker`), where already read; `home`: whose tuning memory the plan
     reads (none: the default home's)."""
+    return plan_with_tasks(spec, hw, options, servers, home)[0]
+
+
+def plan_with_tasks(spec: TuneSpec, hw: Hardware | None = None, options: EngineOptions | None = None,
+                    servers: dict | None = None, home: str | None = None) -> tuple[Plan, list]:
+    """`plan_run`'s plan, and the model's extracted tasks it was made from (for the run folder's task file)."""
     options = options or EngineOptions()
     if options.local_runner and (spec.servers != 1 or spec.tracker):
         raise SpecError("runner", "the local runner measures in the client itself: use servers=1 and no tracker")
@@ -112,13 +119,16 @@ def plan_run(spec: TuneSpec, hw: Hardware | None = None, options: EngineOptions 
     cost_note = cost_model_note(spec, [s.trials for s in shards])
     notes += [cost_note] if cost_note else []
     if not spec.fresh:  # where the memory already knows a task, the run starts from its best known schedule
+        library = memory.library(home or workbench_home(), memory.key(tspec, spec.slices[0]))
+        refused = memory.unreadable(library)
         hashes = {t.task_name: memory.workload_hash(t.dispatched[0]) for t in extracted}
-        found = memory.known(memory.library(home or workbench_home(), memory.key(tspec, spec.slices[0])), hashes)
+        found = {} if refused else memory.known(library, hashes)
+        notes += [memory.refused_note(library, refused)] if refused else []
         notes += [memory.known_note(found, len(tasks))] if found else []
     return Plan(target=tspec, tasks=rows(tasks, budget), budget=budget,
                 shards=tuple(shards), options=options.resolved(kind), gpus=tuple(gpus),
                 input_shape=tuple(model.input_shape), dtype=model.dtype, notes=tuple(notes),
-                tracker_servers=servers or None, baseline=chosen.to_dict() if chosen else None)
+                tracker_servers=servers or None, baseline=chosen.to_dict() if chosen else None), extracted
 
 
 def tune(spec: TuneSpec | None = None, *, home: str | None = None, runner: str | None = None,
@@ -138,12 +148,13 @@ def tune(spec: TuneSpec | None = None, *, home: str | None = None, runner: str |
     hw = detect()
     servers = ask_tracker(spec, hw)
     spec, notes = tracker_slices(spec, servers)
-    plan = plan_run(spec, hw, options=options, servers=servers, home=home)
+    plan, extracted = plan_with_tasks(spec, hw, options=options, servers=servers, home=home)
     plan = plan.replace(notes=(*notes, *plan.notes))
     run_id, run_dir = store.new_run_dir(spec, home)
     folder = store.RunDir(run_dir)
     folder.write_spec(spec)
     folder.write_plan(plan)
+    task_file.save(run_dir, extracted, plan.target.build())  # the clients load these instead of extracting again
     start_supervisor(run_dir)
     return Run(run_dir)
 

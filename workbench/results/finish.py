@@ -168,7 +168,8 @@ def remember_stage(run_dir: str, spec: TuneSpec, target: TargetSpec, tuned_at: i
     source = {"run": os.path.basename(run_dir), "model": os.path.basename(spec.model),
               "input_shape": list(input_shape), "precision": spec.precision, "tuned_at": tuned_at}
     try:
-        added = memory.remember(memory.library(store.home_of(run_dir), memory.key(target, tuned_at)), db_path, source)
-    except Exception as err:  # noqa: BLE001 - a full disk, a damaged library: the stage's model is made regardless
+        added, note = memory.remember(memory.library(store.home_of(run_dir), memory.key(target, tuned_at)), db_path,
+                                      source)
+    except Exception as err:  # noqa: BLE001 - a full disk, say: the stage's model is made regardless
         return {"memory_added": 0, "memory_note": f"not remembered: {type(err).__name__}: {err}"[:300]}
-    return {"memory_added": added, "memory_note": ""}
+    return {"memory_added": added, "memory_note": note}

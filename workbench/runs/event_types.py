@@ -191,6 +191,7 @@ class ShardStarted(ShardEvent):
     seed: int | None = None
     replica: int = 0
     startup_s: dict[str, float] = _dict()  # seconds by start-up phase, and "total"
+    tasks_extracted: str = ""  # why the client extracted the model's tasks ("": it loaded the run's task file)
     same_draws: bool = False  # the bench knob client.SAME_DRAWS_ENV: one search thread, numpy seeded
 
 

@@ -6,10 +6,13 @@ The contract (home/memory/<key>/, `key()` names the folder):
   read it as it is;
 - `sources.json`: `{"key": {...}, "runs": [{"run", "model", "input_shape", "precision", "tuned_at", "t", "records",
   "workloads": [structural hashes]}]}`: which run taught it which workloads (the plan names them).
-Writers are a stage's finisher (`remember`) and `workbench memory import`, one at a time under the folder's
-`.lock` (flock); they append records, never rewrite one, and a record already held is not added again. Readers
+Writers are a stage's finisher (`remember`) and `workbench memory import`, one at a time under `<key>.lock` beside
+the folder (flock); they append records, never rewrite one, and a record already held is not added again. Readers
 (the launcher's `known`, each client's `seed`) take no lock: a line being appended may be cut, and a reader that
 cannot read the database goes on without the memory and says so.
+A library this TVM cannot read (`unreadable`: written by another TVM version, whose IR or schedule instructions
+differ, or damaged) is refused: plans say so and no client reads it, and the next writer moves it aside, as it was,
+to `<key>.unreadable-<n>` (listed, never read or deleted) and begins a new one under the key.
 """
 from __future__ import annotations
 
@@ -29,6 +32,7 @@ from workbench.runs.store import RECORDS_FILE, WORKLOADS_FILE, count_lines, read
 
 SOURCES = "sources.json"
 SEEDED_FILE = "memory_seeded.json"  # in a shard's database folder, written by its client: {task: records seeded}
+SET_ASIDE = ".unreadable-"  # a refused library's folder: <key>.unreadable-<n>
 SEED_TOP_K = 32  # records of a known task put in a fresh shard's database: its best, for the evolution to start from
 
 
@@ -60,14 +64,87 @@ def library(home: str, name: str) -> str:
 
 
 @contextlib.contextmanager
-def _locked(folder: str) -> Iterator[None]:
-    os.makedirs(folder, exist_ok=True)
-    with open(os.path.join(folder, ".lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+def _locked(folder: str, shared: bool = False) -> Iterator[None]:
+    """The library's lock, beside its folder (so that the folder can be moved aside while it is held)."""
+    os.makedirs(os.path.dirname(folder), exist_ok=True)
+    with open(f"{folder}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
         try:
             yield
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def unreadable(folder: str) -> str:
+    """Why this TVM cannot use the library at `folder`, in a few words; '' when it can or there is none. Every
+    workload must load and every trace name known instructions (another TVM version's library fails here: its IR's
+    type names differ, say `tir.PrimFunc` where this TVM has `tirx.PrimFunc`)."""
+    if not os.path.isdir(folder):
+        return ""
+    with _locked(folder, shared=True):
+        return _unreadable(folder)
+
+
+def _unreadable(folder: str) -> str:
+    import json
+
+    from tvm.s_tir import meta_schedule as ms
+    from tvm.s_tir.schedule import InstructionKind
+
+    sources = read_json(os.path.join(folder, SOURCES))
+    if os.path.exists(os.path.join(folder, SOURCES)) and not (
+            isinstance(sources, dict) and isinstance(sources.get("runs"), list)):
+        return f"its {SOURCES} is not a tuning memory's"
+    lines = {f: _lines(os.path.join(folder, f)) for f in (WORKLOADS_FILE, RECORDS_FILE)}
+    kinds: set[str] = set()
+    for n, line in enumerate(lines[WORKLOADS_FILE], 1):
+        try:
+            ms.database.Workload.from_json(json.loads(line))
+        except Exception as err:  # noqa: BLE001 - any failure to parse refuses the library
+            return f"workload {n} does not load: {_last_line(err)}"
+    for n, line in enumerate(lines[RECORDS_FILE], 1):
+        try:
+            index, (trace, *_) = json.loads(line)
+            if not 0 <= int(index) < len(lines[WORKLOADS_FILE]):
+                return f"record {n} names workload {index}, which the library does not hold"
+            kinds.update(inst[0] for inst in trace[0])
+        except (ValueError, TypeError, IndexError) as err:
+            return f"record {n} is not a MetaSchedule record: {_last_line(err)}"
+    for kind in sorted(kinds):
+        try:
+            InstructionKind.get(kind)
+        except Exception:  # noqa: BLE001 - an instruction this TVM does not register
+            return f"its traces use the schedule instruction {kind!r}, which this TVM does not have"
+    return ""
+
+
+def _lines(path: str) -> list[str]:
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [line for line in f if line.strip()]
+
+
+def _last_line(err: Exception) -> str:
+    text = str(err).strip()
+    return (text.splitlines()[-1] if text else type(err).__name__)[:200]
+
+
+def set_aside(folder: str) -> str:
+    """Move the library at `folder` to the first free `<folder>.unreadable-<n>`, as it is; the new path. Call it
+    under the library's lock."""
+    n = 1
+    while os.path.exists(f"{folder}{SET_ASIDE}{n}"):
+        n += 1
+    os.rename(folder, f"{folder}{SET_ASIDE}{n}")
+    return f"{folder}{SET_ASIDE}{n}"
+
+
+def refused_note(folder: str, why: str) -> str:
+    """The plan's line for a library `unreadable` refuses."""
+    name = os.path.basename(folder)
+    return (f"the tuning memory {name} cannot be read by this TVM ({why}): this run tunes from nothing, and its "
+            f"first finished stage moves that library aside, as it is, to {name}{SET_ASIDE}<n> and begins a new one")
 
 
 def workload_hash(mod) -> str:
@@ -76,13 +153,21 @@ def workload_hash(mod) -> str:
     return format(structural_hash(mod) & (2**64 - 1), "x")
 
 
-def remember(folder: str, db_path: str, source: dict[str, Any]) -> int:
+def remember(folder: str, db_path: str, source: dict[str, Any]) -> tuple[int, str]:
     """Add the valid records of the JSONDatabase at `db_path` to the library `folder` (`source`: the run's fields of
-    sources.json); how many were new. The target's tensor intrinsics must be registered (records replay)."""
+    sources.json); how many were new, and where a library this TVM cannot read was moved aside first, a note saying
+    so. The target's tensor intrinsics must be registered (records replay)."""
     from tvm.s_tir import meta_schedule as ms
 
     src = ms.database.JSONDatabase(work_dir=db_path, allow_missing=False)
+    note = ""
     with _locked(folder):
+        why = _unreadable(folder) if os.path.isdir(folder) else ""
+        if why:
+            aside = set_aside(folder)
+            note = (f"the tuning memory {os.path.basename(folder)} could not be read by this TVM ({why}): moved "
+                    f"aside, as it was, to {os.path.basename(aside)}; these records begin a new library")
+        os.makedirs(folder, exist_ok=True)
         lib = ms.database.JSONDatabase(work_dir=folder)
         held = {(workload_hash(r.workload.mod), str(r.trace.as_json())) for r in lib.get_all_tuning_records()}
         added, hashes = 0, set()
@@ -102,7 +187,7 @@ def remember(folder: str, db_path: str, source: dict[str, Any]) -> int:
         sources = read_json(os.path.join(folder, SOURCES), {"runs": []})
         sources["runs"].append({**source, "t": time.time(), "records": added, "workloads": sorted(hashes)})
         write_json(os.path.join(folder, SOURCES), sources)
-    return added
+    return added, note
 
 
 def known(folder: str, hashes: dict[str, str]) -> dict[str, list[dict[str, Any]]]:
@@ -165,10 +250,14 @@ def listing(home: str) -> list[dict[str, Any]]:
     base = root(home)
     for name in sorted(os.listdir(base)) if os.path.isdir(base) else []:
         folder = os.path.join(base, name)
-        runs = read_json(os.path.join(folder, SOURCES), {"runs": []})["runs"]
+        if not os.path.isdir(folder):
+            continue  # a library's lock
+        sources = read_json(os.path.join(folder, SOURCES), {"runs": []})
+        runs = sources["runs"] if isinstance(sources, dict) and isinstance(sources.get("runs"), list) else []
         rows.append({"library": name, "workloads": count_lines(os.path.join(folder, WORKLOADS_FILE)),
                      "records": count_lines(os.path.join(folder, RECORDS_FILE)),
-                     "runs": len({r["run"] for r in runs}), "models": sorted({str(r.get("model")) for r in runs})})
+                     "runs": len({r.get("run") for r in runs}), "models": sorted({str(r.get("model")) for r in runs}),
+                     "set_aside": SET_ASIDE in name})
     return rows
 
 
@@ -179,14 +268,17 @@ def export(home: str, path: str) -> str:
         raise FileNotFoundError(f"no tuning memory in {home}")
     with tarfile.open(path, "w:gz") as tar:
         for name in sorted(os.listdir(base)):
+            if SET_ASIDE in name or not os.path.isdir(os.path.join(base, name)):
+                continue  # a refused library (it stays here, as it was) or a lock
             for f in (WORKLOADS_FILE, RECORDS_FILE, SOURCES):
                 if os.path.exists(os.path.join(base, name, f)):
                     tar.add(os.path.join(base, name, f), arcname=f"{name}/{f}")
     return path
 
 
-def import_(home: str, path: str) -> dict[str, int]:
-    """Merge an exported memory into the home's: {library: records added}."""
+def import_(home: str, path: str) -> dict[str, tuple[int, str]]:
+    """Merge an exported memory into the home's: {library: (records added, a note)}. A library of the file that this
+    TVM cannot read adds nothing, and its note says why."""
     from workbench.tuning.intrinsics import load_family
 
     out = {}
@@ -196,6 +288,10 @@ def import_(home: str, path: str) -> dict[str, int]:
         for name in sorted(os.listdir(tmp)):
             src = os.path.join(tmp, name)
             if not os.path.exists(os.path.join(src, RECORDS_FILE)):
+                continue
+            why = _unreadable(src)
+            if why:
+                out[name] = (0, f"not imported: this TVM cannot read it ({why})")
                 continue
             load_family(name.split("-", 1)[0], os.path.join(home, "cache"))  # its records replay as they load
             runs = read_json(os.path.join(src, SOURCES), {"runs": []})["runs"]

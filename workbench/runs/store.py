@@ -42,6 +42,8 @@ class RunDir:
       replaces plan.json once, when the first stage's clients have timed every default and wait for it, with the
       plan by measured time (`plan.replan`); the file has one writer at a time, handed over as the supervisor starts.
       Every process reads them; nothing else writes them.
+    - tasks.json.gz (`plan.task_file`): the model's extracted tasks, written once by the launcher with the plan;
+      the clients load them instead of extracting the model's tasks again.
     - events.jsonl: appended, a whole line per event (`runs.events.EventWriter`), by the run's processes only, each
       under its role as `source`: the supervisor (the run's life: launched, stages, servers, finishing, the end),
       each tuning client (its shard), the telemetry sampler, a sweeper. The kernel and the CLI never write it:

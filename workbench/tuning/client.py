@@ -104,8 +104,9 @@ def from_memory(job: ShardJob, database, contexts, done: dict[str, int]) -> tupl
         return memory.seeded(job.work_dir), ""
     try:
         seeded, note = memory.seed(job.memory, database, contexts), ""
-    except Exception as err:  # noqa: BLE001 - a library being written, or damaged: tune without it, and say so
-        seeded, note = {}, f"the tuning memory could not be read ({type(err).__name__}): tuning from nothing"
+    except Exception as err:  # noqa: BLE001 - a library being written, damaged or another TVM's: tune without it
+        why = str(err).strip().splitlines()[-1][:200] if str(err).strip() else type(err).__name__
+        seeded, note = {}, f"the tuning memory could not be read ({why}): tuning from nothing"
     store.write_json(path, seeded)
     return seeded, note
 
@@ -200,6 +201,7 @@ def run(job: ShardJob) -> int:
     from tvm.s_tir import meta_schedule as ms
 
     from workbench.models.load import load_model
+    from workbench.plan import task_file
     from workbench.plan.tasks import extract_tasks
     from workbench.tuning import builder as builders
     from workbench.tuning import cost_model as cost_models
@@ -220,8 +222,10 @@ def run(job: ShardJob) -> int:
     startup.mark("builder")
     try:
         target = job.target.build()
-        model = load_model(job.spec.model, job.spec.input_shape, job.spec.precision)
-        by_name = {t.task_name: t for t in extract_tasks(model.mod, target)}
+        tasks, tasks_note = task_file.load(job.run_dir, target)
+        if tasks is None:
+            tasks = extract_tasks(load_model(job.spec.model, job.spec.input_shape, job.spec.precision).mod, target)
+        by_name = {t.task_name: t for t in tasks}
         startup.mark("tasks")
         if not _all_found(job, by_name, events):
             return 3
@@ -292,7 +296,7 @@ def run(job: ShardJob) -> int:
                                  shard_trial_budget=job.trials, shard_trials_resumed=sum(done.values()),
                                  cost_model_records=learned, cost_model_sibling_records=from_siblings,
                                  memory_records=seeded, memory_note=memory_note,
-                                 same_draws=same_draws()))
+                                 tasks_extracted=tasks_note, same_draws=same_draws()))
         if remaining == 0:
             events.emit(ShardFinished(shard=job.shard, tuned_at=job.tuned_at, shard_trials=sum(done.values()),
                                       exit_code=0, note="budget already spent (resumed)"))
