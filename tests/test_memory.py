@@ -3,6 +3,7 @@ tasks says so in its plan, starts those tasks from their best known schedules (i
 after one trial) and counts only its own trials; --fresh ignores it; `workbench memory` lists, exports and imports."""
 import base64
 import json
+import math
 import os
 import shutil
 import struct
@@ -49,12 +50,11 @@ def test_a_later_run_starts_from_what_an_earlier_one_found(home):
     assert set(started.memory_records) <= set(started.tasks)
     result = second.results.iloc[0]
     assert result["trials_measured"] == 1  # the memory's records are not its trials
-    kept = second.tasks()
-    tuned = kept[kept["kept"] == "tuned"]
-    assert len(tuned) >= 1, kept  # one trial, yet a tuned schedule: the memory's best beat the default
-    first_best = first.tasks().set_index("task")["best_us"]
-    for task, best in tuned.set_index("task")["best_us"].items():
-        assert best <= first_best[task] * 1.0001  # never worse than what the memory held for it
+    # one trial, yet every task the first run searched has its best schedule: the memory's (whether it beats the
+    # default is the finisher's call, on this run's timings of both)
+    first_best = first.tasks().set_index("task")["best_us"].dropna()
+    best = second.tasks().set_index("task")["best_us"]
+    assert len(first_best) and all(best[task] <= us * 1.0001 for task, us in first_best.items()), (best, first_best)
     assert result["memory_added"] <= 1  # what it held already is not added again
 
 
@@ -131,3 +131,40 @@ def test_a_library_this_tvm_cannot_read_is_refused_and_kept(home, tmp_path):
         tar.add(aside, arcname=name)
     got = _cli("--home", str(tmp_path / "third"), "memory", "import", archive)
     assert got.returncode == 0 and f"{name}: 0 new records; not imported: this TVM cannot read it" in got.stdout, got
+
+
+def _decisions(path: str) -> dict[int, list[list]]:
+    """{workload: each of its records' sampling decisions, in the order they were measured}."""
+    out: dict[int, list[list]] = {}
+    for line in open(os.path.join(path, store.RECORDS_FILE)):
+        workload, ((insts, decisions), *_) = json.loads(line)
+        out.setdefault(workload, []).append([(insts[i][0], d) for i, d in decisions])
+    return out
+
+
+def _fits(new: list, old: list) -> bool:
+    """Whether a schedule's decisions are another's, but for tile sizes the new shape refitted."""
+    refitted = lambda a, b: a[0] == "SamplePerfectTile" and math.prod(a[1]) != math.prod(b[1])  # noqa: E731
+    return len(new) == len(old) and all(a[0] == b[0] and (a[1] == b[1] or refitted(a, b)) for a, b in zip(new, old))
+
+
+def test_a_new_shape_and_a_later_slice_start_from_related_schedules(home):
+    """At another input shape, the tasks the memory knows at the old one (same blocks, other shapes) measure its best
+    schedules first, their tile sizes refitted; the run's later slice measures its earlier slice's best first."""
+    home, first = home
+    run = wb.tune(wb.TuneSpec(**{**FAST, "slices": (100, 50)}, input_shape=(16, 32), trials=8, trials_per_batch=4),
+                  home=home)
+    assert run.wait(timeout=600) == "done", run.message
+    started = {s.tuned_at: s for s in run.typed_events(ShardStarted)}
+    assert started[100].related_traces and not started[100].memory_records, started[100]  # similar, not the same
+    known = [d for lib in memory.listing(home) for ds in _decisions(memory.library(home, lib["library"])).values()
+             for d in ds]
+    folder = store.RunDir(run.dir)
+    at_100 = _decisions(folder.shard_db(100, 0))
+    # the related task's first batch is the memory's schedules, refitted (replay-trace alone draws every tile afresh)
+    assert any(len(ds) >= 4 and all(any(_fits(n, o) for o in known) for n in ds[:4]) for ds in at_100.values()), at_100
+    assert started[50].related_traces, started[50]
+    earlier = [d for ds in _decisions(folder.merged_db(100)).values() for d in ds]
+    at_50 = _decisions(folder.shard_db(50, 0))
+    assert at_50 and all(n in earlier for ds in at_50.values() for n in ds[:4])  # the same schedules, measured again
+    assert run.results.set_index("tuned_at")["trials_measured"].to_dict() == {100: 8, 50: 8}

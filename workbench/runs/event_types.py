@@ -191,6 +191,7 @@ class ShardStarted(ShardEvent):
     seed: int | None = None
     replica: int = 0
     startup_s: dict[str, float] = _dict()  # seconds by start-up phase, and "total"
+    related_traces: dict[str, int] = _dict()  # by task: schedules found elsewhere its first batch re-applies
     tasks_extracted: str = ""  # why the client extracted the model's tasks ("": it loaded the run's task file)
     same_draws: bool = False  # the bench knob client.SAME_DRAWS_ENV: one search thread, numpy seeded
 

@@ -272,7 +272,9 @@ def describe(e: Event) -> str:
             took = f", started in {e.startup_s['total']:.1f} s" if e.startup_s.get("total") is not None else ""
             known = (f"; {len(e.memory_records)} started from the tuning memory's {sum(e.memory_records.values())} "
                      f"best records" if e.memory_records else "") + (f"; {e.memory_note}" if e.memory_note else "")
-            return f"{at}shard {e.shard}: {len(e.tasks)} tasks, {e.shard_trial_budget} trials{took}{known}"
+            related = (f"; {len(e.related_traces)} tasks start from schedules found at another slice or shape"
+                       if e.related_traces else "")
+            return f"{at}shard {e.shard}: {len(e.tasks)} tasks, {e.shard_trial_budget} trials{took}{known}{related}"
         case ShardFinished():
             return f"{at}shard {e.shard} finished: {e.shard_trials} trials"
         case DefaultsTimed():

@@ -63,6 +63,17 @@ def library(home: str, name: str) -> str:
     return os.path.join(root(home), name)
 
 
+def other_slices(folder: str) -> list[str]:
+    """The libraries of the same target and device as the library `folder`, at other slices (not set aside)."""
+    base, name = os.path.split(folder)
+    if not os.path.isdir(base):
+        return []
+    same = name.rsplit("-", 1)[0]
+    return [os.path.join(base, n) for n in sorted(os.listdir(base))
+            if n != name and SET_ASIDE not in n and n.rsplit("-", 1)[0] == same
+            and os.path.isdir(os.path.join(base, n))]
+
+
 @contextlib.contextmanager
 def _locked(folder: str, shared: bool = False) -> Iterator[None]:
     """The library's lock, beside its folder (so that the folder can be moved aside while it is held)."""

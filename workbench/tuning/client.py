@@ -111,6 +111,21 @@ def from_memory(job: ShardJob, database, contexts, done: dict[str, int]) -> tupl
     return seeded, note
 
 
+def related_sources(job: ShardJob) -> tuple[list[str], list[str]]:
+    """Where the first batch of a shard's new tasks may come from (`tuning.transfer`): databases holding the same
+    workloads at other slices (the run's earlier stages, merged; the memory's libraries of this target at other
+    slices), and those holding similar workloads at this slice (the memory's library). --fresh: the earlier stages
+    only."""
+    from workbench.runs import memory
+
+    folder = store.RunDir(job.run_dir)
+    earlier = [folder.merged_db(s) for s in job.spec.slices
+               if s != job.tuned_at and os.path.exists(os.path.join(folder.merged_db(s), store.RECORDS_FILE))]
+    if not job.memory:
+        return earlier, []
+    return earlier + memory.other_slices(job.memory), [job.memory]
+
+
 def previous_progress(database, contexts) -> tuple[dict[str, int], dict[str, float]]:
     """Trials already in the shard database and the best latency per task (for resume)."""
     trials, best = {}, {}
@@ -203,10 +218,12 @@ def run(job: ShardJob) -> int:
     from workbench.models.load import load_model
     from workbench.plan import task_file
     from workbench.plan.tasks import extract_tasks
+    from workbench.runs import memory
     from workbench.tuning import builder as builders
     from workbench.tuning import cost_model as cost_models
     from workbench.tuning import runner as runners
     from workbench.tuning import search_strategy as strategies
+    from workbench.tuning import transfer
     from workbench.tuning.default_schedules import defaults_event, time_defaults, timed
     from workbench.tuning.intrinsics import pass_config
     from workbench.tuning.measure_callback.progress import ProgressCallback
@@ -253,9 +270,15 @@ def run(job: ShardJob) -> int:
             startup.mark("plan")
             if not _all_found(job, by_name, events):
                 return 3
+        related = transfer.related_traces([by_name[n] for n in job.tasks], *related_sources(job),
+                                          per_task=transfer.OFFERED_PER_TASK * job.spec.trials_per_batch)
+        if related:
+            startup.mark("related")
         contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
             [by_name[n] for n in job.tasks], work_dir=job.work_dir, space="post-order-apply",
-            strategy=strategies.create(job.spec.strategy, job.options.first_round),
+            strategy=strategies.create(job.spec.strategy, job.options.first_round,
+                                       {memory.workload_hash(by_name[t].dispatched[0]): traces
+                                        for t, traces in related.items()}),
             num_threads=1 if same_draws() else job.num_threads, seed=job.seed)
         good_ctx, good_w = [], []
         for ctx, w in zip(contexts, weights):
@@ -296,7 +319,8 @@ def run(job: ShardJob) -> int:
                                  shard_trial_budget=job.trials, shard_trials_resumed=sum(done.values()),
                                  cost_model_records=learned, cost_model_sibling_records=from_siblings,
                                  memory_records=seeded, memory_note=memory_note,
-                                 tasks_extracted=tasks_note, same_draws=same_draws()))
+                                 tasks_extracted=tasks_note, related_traces={t: len(v) for t, v in related.items()},
+                                 same_draws=same_draws()))
         if remaining == 0:
             events.emit(ShardFinished(shard=job.shard, tuned_at=job.tuned_at, shard_trials=sum(done.values()),
                                       exit_code=0, note="budget already spent (resumed)"))
