@@ -2,63 +2,39 @@
 
 Field names say their scope: `task_trials` (one task's trials measured so far), `shard_trials` (a shard's),
 `shard_trial_budget` (what a shard may measure). A class's LEGACY maps the names that logs written before
-had (events.parse reads those logs). events.py writes, reads and describes events.
+had (events.parse reads those logs). events.py writes, reads and describes events. The base classes are in
+event_base.py, a stage's ending and sweeps in result_events.py; this module exports them all, so that every kind is
+imported (and registered in KINDS) from here.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from functools import partial
-from typing import Any, ClassVar, Literal, get_args
+from dataclasses import dataclass
+from typing import Any
 
-PhaseName = Literal["servers", "tuning", "merging", "compiling", "verifying", "sweeping"]
-PHASES: tuple[str, ...] = get_args(PhaseName)
-RunStatus = Literal["done", "partial", "failed", "stopped"]  # how a run ends (run_finished's status)
-TERMINAL: tuple[str, ...] = get_args(RunStatus)
-KINDS: dict[str, type[Event]] = {}
-
-
-_list: Any = partial(field, default_factory=list)  # a field whose default is a new list (dict) per event
-_dict: Any = partial(field, default_factory=dict)
-
-
-@dataclass(frozen=True, kw_only=True)
-class Event:
-    """What every event has: `t` (unix seconds) and `source` (its writer), both stamped by EventWriter."""
-    KIND: ClassVar[str] = ""
-    LEGACY: ClassVar[dict[str, str]] = {}  # a field's name in logs written before it said its scope -> today's
-    t: float = 0.0
-    source: str = ""
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        if cls.KIND:
-            KINDS[cls.KIND] = cls
-
-    @property
-    def kind(self) -> str:
-        return self.KIND
-
-
-@dataclass(frozen=True, kw_only=True)
-class Unknown(Event):
-    """A line of a kind this schema does not know, or one that does not fit its kind: kept as it was read."""
-    raw: dict[str, Any] = _dict()
-
-    @property
-    def kind(self) -> str:
-        return str(self.raw.get("kind", ""))
-
-
-@dataclass(frozen=True, kw_only=True)
-class SliceEvent(Event):
-    """An event of one tuning slice (a stage of the run): its line starts `slice <tuned_at> %: `."""
-    tuned_at: int
-
-
-@dataclass(frozen=True, kw_only=True)
-class ShardEvent(SliceEvent):
-    """An event of one shard's tuning client at one slice."""
-    shard: int
+from workbench.runs.event_base import (  # noqa: F401 - the schema's one import path
+    KINDS,
+    PHASES,
+    TERMINAL,
+    Event,
+    PhaseName,
+    RunStatus,
+    ShardEvent,
+    SliceEvent,
+    Unknown,
+    _dict,
+    _list,
+)
+from workbench.runs.result_events import (  # noqa: F401 - the schema's one import path
+    Compiled,
+    FinishRequested,
+    Merged,
+    StageSkipped,
+    SweepFinished,
+    SweepPoint,
+    SweepStarted,
+    Timed,
+    Verified,
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -296,107 +272,6 @@ class Batch(ShardEvent):
 
 
 @dataclass(frozen=True, kw_only=True)
-class FinishRequested(Event):
-    """Run.finish asked the supervisor to end tuning now; the supervisor records it."""
-    KIND = "finish_requested"
-
-
-@dataclass(frozen=True, kw_only=True)
-class StageSkipped(SliceEvent):
-    """A slice not tuned (after a finish)."""
-    KIND = "stage_skipped"
-    reason: str = ""
-
-
-@dataclass(frozen=True, kw_only=True)
-class Merged(SliceEvent):
-    KIND = "merged"
-    records: int = 0
-    workloads: int = 0
-    path: str = ""
-
-
-@dataclass(frozen=True, kw_only=True)
-class Compiled(SliceEvent):
-    """The stage's model compiled; `choices`: per task {task, default_us, best_us, kept}."""
-    KIND = "compiled"
-    path: str = ""
-    seconds: float = 0.0
-    tasks_tuned: int = 0
-    tasks_total: int = 0
-    untuned_tasks: list[str] = _list()
-    kept_tuned: list[str] = _list()
-    kept_default: list[str] = _list()
-    choices: list[dict[str, Any]] = _list()
-
-
-@dataclass(frozen=True, kw_only=True)
-class Verified(SliceEvent):
-    """The tuned build's outputs against the untuned build's (an fp16 run's: the float32 build's, at float16
-    tolerances: `against`), on `input` (the first seeded input whose outputs vary); `match` None: inconclusive
-    (constant or near-zero outputs), said in `match_note`."""
-    KIND = "verified"
-    against: str = "untuned build"
-    match: bool | None = None
-    max_abs_err: float | None = None
-    rel_err: float | None = None
-    finite: bool | None = None
-    input: str = ""
-    output_range: list[float] = _list()
-    match_note: str = ""
-
-
-@dataclass(frozen=True, kw_only=True)
-class Timed(SliceEvent):
-    """Tuned and untuned builds timed; `verdict`: faster, slower or within noise; `kept`: tuned or untuned;
-    `busy_cores`: the most other processes kept busy on average while either was timed (None: not measured);
-    `server`: the tracker's server they were timed on (a `--tracker` run), else empty: here, at the slice."""
-    KIND = "timed"
-    tuned_ms: float
-    untuned_ms: float
-    speedup: float
-    tuned_iqr_ms: float = 0.0
-    untuned_iqr_ms: float = 0.0
-    verdict: str = ""
-    kept: str = "tuned"
-    sm_count: int | None = None
-    records: int = 0
-    tuned_repeats: int | None = None
-    untuned_repeats: int | None = None
-    busy_cores: float | None = None
-    server: str = ""
-    baseline: str | None = None  # what the user would run instead, as people read it; None: no baseline
-    baseline_ms: float | None = None
-    baseline_iqr_ms: float | None = None
-    vs_baseline: float | None = None  # the baseline's time over the kept model's (above 1: the model is faster)
-    vs_baseline_verdict: str | None = None  # faster, slower or within noise (the paired test)
-    baseline_match: bool | None = None
-    baseline_note: str = ""
-
-
-@dataclass(frozen=True, kw_only=True)
-class SweepPoint(Event):
-    """The model tuned at `tuned_at` timed on the slice `inferred_at`; on a CPU that point also stands for the
-    other requested slices of the same core count (`stands_for`, all of them; empty in older logs: just
-    `inferred_at`). `busy_cores`: what other processes kept busy on average while it was timed."""
-    KIND = "sweep_point"
-    tuned_at: int
-    inferred_at: int
-    latency_ms_median: float
-    latency_ms_iqr: float = 0.0
-    latency_ms_q1: float | None = None  # the quartiles, for error bars that need not be symmetric (None: older logs)
-    latency_ms_q3: float | None = None
-    model: str = ""
-    sm_count: int | None = None
-    cores: list[int] | None = None
-    slice_applied: bool | None = None
-    slicing: str | None = None
-    reason: str = ""
-    stands_for: list[int] = _list()
-    busy_cores: float | None = None
-
-
-@dataclass(frozen=True, kw_only=True)
 class Telemetry(Event):
     """One ~1 Hz sample; `gpus`: per GPU {index, sm_util, sm_util_source, busy_percent, mem_used_mb, ...}."""
     KIND = "telemetry"
@@ -412,21 +287,6 @@ class Error(Event):
     message: str
     where: str = ""
     traceback: str = ""
-
-
-@dataclass(frozen=True, kw_only=True)
-class SweepStarted(Event):
-    """A background sweep (Run.start_sweep)."""
-    KIND = "sweep_started"
-    slices: list[int] = _list()
-    pid: int | None = None
-
-
-@dataclass(frozen=True, kw_only=True)
-class SweepFinished(Event):
-    KIND = "sweep_finished"
-    status: str
-    message: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)
