@@ -4,6 +4,8 @@ fixed at the start, a rate and an ETA from the batches with finishing included, 
 Fast: hand-written event logs (the real event dataclasses) and fake run folders (tests/fake_engine.py)."""
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 import pytest
 from fake_engine import FINISH_S, hold_back_slice, make_run
@@ -195,3 +197,20 @@ def test_each_budget_shows_its_model_and_what_the_raise_gained():
                              + [timed(4.0, 100, 0.8199, 0.002)]])
     assert budget_line(slower).endswith("the last raise made it 1.12x slower")
     assert budget_line(df[df.trials == 320]) == ""
+
+
+def test_what_a_run_waits_for_follows_its_real_start(cheap_done_run):
+    """Replayed event by event, a real run's log says each step before its first batch, in order, then nothing."""
+    from workbench.runs.waiting import KINDS, waiting_for
+
+    events = cheap_done_run.typed_events(*KINDS)
+    said = [waiting_for(events[:i], events[i - 1].t + 2.0) for i in range(1, len(events) + 1)]
+    steps = [s.split(":")[0].split(" (")[0] for s in said if s]
+    order = ["starting the servers and the tuning clients", "the tuning clients are starting",
+             "timing the default schedules", "preparing the search",
+             "searching, building and measuring the first batch"]
+    seen = [o for o in order if o in steps]
+    assert seen[-2:] == order[-2:] and "timing the default schedules" in seen, said  # the last two steps, in order
+    assert [order.index(s) for s in steps if s in order] == sorted(order.index(s) for s in steps if s in order)
+    assert all(re.search(r"\(\d+ s\)$", s) for s in said if s), said  # how long the step has lasted
+    assert said[-1] == "" and cheap_done_run.waiting_for() == ""  # measured: nothing to wait for

@@ -454,6 +454,7 @@ def test_resume_is_shown_only_for_runs_it_can_continue(home, sleeper) -> None:
     new = Panel(waiting)
     assert new.snapshot()["run_status"] == "running" and new._waiting.layout.display == ""
     assert "waiting for the first measured batch" in new._waiting.value and new._live_box.layout.display == "none"
+    assert "searching, building and measuring the first batch" in new._waiting.value  # the step it is in
     new.close()
 
 

@@ -316,7 +316,11 @@ class Panel(ButtonActions, RunViews):
         self._finishing = run.finish_requested
         if len(curve) or len(tele):
             self._live_box.layout.display = ""
-        self._waiting.layout.display = "" if status in ACTIVE and not len(curve) else "none"
+        waiting = run.waiting_for() if status in ACTIVE and not len(curve) else ""
+        self._waiting.layout.display = "" if waiting else "none"
+        if waiting:
+            said = html.escape(waiting)
+            self._waiting.value = f"<i style='color:#555'>waiting for the first measured batch: {said}</i>"
         n_live = len(self.live_figure.data)
         self._top = top_tasks(tasks, curve)
         self._curve_counts = update_live_figure(self.live_figure, curve, tele, phases, self._t0, self._gpu_note,

@@ -35,6 +35,8 @@ from workbench.runs.model import Signature, TensorSpec, TunedModel, output_specs
 from workbench.runs.progress import Overall, overall, shard_progress
 from workbench.runs.sweep_table import slice_matrix, sweep_table, untuned_table
 from workbench.runs.tables import budget_history, events_table, results_table, time_spent
+from workbench.runs.waiting import KINDS as WAITING_KINDS
+from workbench.runs.waiting import waiting_for
 from workbench.spec import SpecError, TuneSpec
 
 
@@ -232,6 +234,11 @@ class Run:
         clock (default time.time())."""
         status = self.status
         return overall(self._all(), self.plan, self.spec, status, now)
+
+    def waiting_for(self, now: float | None = None) -> str:
+        """What the current stage is waiting for before its first measured batch, and for how long ('timing the
+        default schedules (8 s)'); '' once it has measured one (`runs.waiting`)."""
+        return waiting_for(self._all(*WAITING_KINDS), time.time() if now is None else now)
 
     def best_curve(self) -> pd.DataFrame:
         """Per batch: trials so far (whole stage) and the model's estimated latency.
