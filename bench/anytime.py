@@ -21,8 +21,6 @@ import argparse
 import json
 import os
 import platform
-import subprocess
-import sys
 import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -32,6 +30,8 @@ from multiprocessing import get_context
 import numpy as np
 
 import workbench as wb
+from bench import anytime_warm as warm
+from bench.anytime_torch import torch_eager
 from bench.tuning_throughput import TOLERANCE, checkpoint_dbs, parse_config, time_to, warm_intrinsics
 from workbench.hardware import TargetSpec, resolve_target
 
@@ -110,9 +110,12 @@ def trials_by(batches: list[dict], t: float) -> int:
                for s in {e["shard"] for e in batches})
 
 
-def run_one(cfg: dict, args: argparse.Namespace, home: str, seed: int, trials: int, stop_s: float | None) -> dict:
-    """Run one config; with `stop_s`, `Run.finish()` that many seconds after its `run_started` event."""
-    spec = wb.TuneSpec(model=args.model, target=args.target, slices=(cfg["slice"],), servers=cfg["servers"],
+def run_one(cfg: dict, args: argparse.Namespace, home: str, seed: int, trials: int, stop_s: float | None,
+            fresh: bool = True) -> dict:
+    """Run one config; with `stop_s`, `Run.finish()` that many seconds after its `run_started` event. `fresh`: the
+    home's tuning memory is not read (a cold run; seeds and configs share the home)."""
+    spec = wb.TuneSpec(**warm.model_spec(args.model), target=args.target, slices=(cfg["slice"],), fresh=fresh,
+                       servers=cfg["servers"],
                        shards=cfg["shards"], trials=trials, trials_per_batch=args.batch, seed=seed,
                        strategy=cfg["strategy"],
                        cost_model=args.cost_model, measure_timeout_s=args.measure_timeout,
@@ -140,7 +143,10 @@ def run_one(cfg: dict, args: argparse.Namespace, home: str, seed: int, trials: i
     t0 = min(e["t"] for e in events if e["kind"] == "run_started")
     batches = [e for e in events if e["kind"] == "batch" and (stop_s is None or e["t"] - t0 <= stop_s)]
     res = run.results.to_dict("records")
-    out = {"config": cfg["name"], "run": run.id, "status": status, "message": run.message, "trials_asked": trials,
+    ready = [e["t"] for e in events if e["kind"] == "server_ready"]
+    first_batch = round(min(e["t"] for e in batches) - min(ready), 1) if batches and ready else None
+    out = {"config": cfg["name"], "first_tuned_batch_after_server_s": first_batch, "run": run.id, "status": status,
+           "message": run.message, "trials_asked": trials,
            "trials": sum(e.get("batch_size", 0) for e in batches), "stop_s": stop_s, "finish_called_s": finished_at,
            "wall_s": round(max(e["t"] for e in batches) - t0, 1) if batches else None,
            "product_final_ms": res[0]["tuned_ms"] if res else None,
@@ -154,79 +160,6 @@ def run_one(cfg: dict, args: argparse.Namespace, home: str, seed: int, trials: i
     out["best_ms_at_300s"] = None if span is None or span < AT_S else min(at, default=out.get("untuned_ms"))
     out["latest_ms"] = cps[-1]["latency_ms"] if cps else out.get("untuned_ms")  # at the stop: the last checkpoint
     return out
-
-
-# -- PyTorch eager ----------------------------------------------------------------------------------
-def torch_module(name: str):
-    """(torch module, input shape) with the layer shapes of sample model mlp or resnet18 (-small too)."""
-    import torch
-    from torch import nn
-
-    import sample_models
-
-    base, variant = (name[:-6], "small") if name.endswith("-small") else (name, "full")
-    src = sample_models.get(base)
-    shape = tuple(src.INPUT_SHAPES[variant])
-    if base == "mlp":
-        d_in, d_hidden, d_out = src._SIZES[variant]
-        return nn.Sequential(nn.Linear(d_in, d_hidden), nn.ReLU(), nn.Linear(d_hidden, d_out)), shape
-
-    def conv_bn(c_in: int, c_out: int, k: int, stride: int = 1, act: bool = True) -> nn.Module:
-        return nn.Sequential(nn.Conv2d(c_in, c_out, k, stride, k // 2, bias=False), nn.BatchNorm2d(c_out),
-                             *([nn.ReLU()] if act else []))
-
-    class Block(nn.Module):
-        def __init__(self, c_in: int, c_out: int, stride: int) -> None:
-            super().__init__()
-            self.a, self.b = conv_bn(c_in, c_out, 3, stride), conv_bn(c_out, c_out, 3, act=False)
-            self.proj = None if stride == 1 and c_in == c_out else conv_bn(c_in, c_out, 1, stride, act=False)
-
-        def forward(self, x):
-            return torch.relu(self.b(self.a(x)) + (x if self.proj is None else self.proj(x)))
-
-    cfg = src._CONFIGS[variant]
-    k, s, c = cfg.stem
-    layers: list[nn.Module] = [conv_bn(shape[1], c, k, s), nn.MaxPool2d(3, 2, 1)]
-    for c_out, blocks, first in cfg.stages:
-        for i in range(blocks):
-            layers.append(Block(c, c_out, first if i == 0 else 1))
-            c = c_out
-    return nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(c, cfg.classes)), shape
-
-
-def _torch_eager_main(name: str) -> None:
-    """Print {"ms": median} of 200 calls timed with CUDA events after 20 warm-up calls."""
-    import torch
-
-    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False  # fp32, not TF32
-    net, shape = torch_module(name)
-    net, x, times = net.cuda().eval(), torch.randn(shape, device="cuda"), []
-    with torch.no_grad():
-        for i in range(220):
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            net(x)
-            b.record()
-            b.synchronize()
-            times += [a.elapsed_time(b)] if i >= 20 else []
-    print(json.dumps({"ms": float(np.median(times))}))
-
-
-def torch_eager(name: str, kind: str) -> tuple[float | None, str | None]:
-    """(median ms, None) or (None, why not), timed in a subprocess (torch and TVM never share a process)."""
-    if kind != "cuda":
-        return None, "torch_eager_fp32_ms: timed on a GPU only (target is the CPU)"
-    if (name[:-6] if name.endswith("-small") else name) not in ("mlp", "resnet18"):
-        return None, f"torch_eager_fp32_ms: no PyTorch equivalent of {name} is written in bench/anytime.py"
-    try:
-        p = subprocess.run([sys.executable, "-m", "bench.anytime", "--torch-eager", name], cwd=ROOT,
-                           capture_output=True, text=True, timeout=300)
-        return json.loads(p.stdout.strip().splitlines()[-1])["ms"], None
-    except Exception as err:  # noqa: BLE001 - a note, never a lost benchmark
-        why = (p.stderr if "p" in locals() else str(err)).strip()[-200:]
-        if "No module named 'torch'" in why:
-            return None, "torch_eager_fp32_ms: torch is not importable here"
-        return None, f"torch_eager_fp32_ms: failed ({type(err).__name__}: {why})"
 
 
 # -- ratios and medians -----------------------------------------------------------------------------
@@ -260,6 +193,9 @@ def score_seed(raw: dict) -> None:
             r["time_to_stock_latency_s"], r["reached_stock_latency"] = t, t is not None
             r["time_to_stock_latency_ratio"] = (None if short else 1.0) if t is None else round(
                 t / stock["time_to_final_s"], 4)
+
+
+    warm.score(raw, stock if stock and not stock_problem(stock) else None, time_to)
 
 
 def med(values: list) -> float | None:
@@ -312,6 +248,13 @@ def summarize(entry: dict) -> None:
                   **{k: per[best][k] if best else None for k in (
                       "equal_time_latency_ratio", "equal_time_latency_ratio_upper_bound", "time_to_stock_latency_ratio",
                       "best_ms_at_300s")}})
+    best_rows = [r["configs"][best] for r in raws.values() if best in r["configs"]] if best else []
+    warm_rows = [r["warm_configs"][best] for r in raws.values() if best in r.get("warm_configs", {})] if best else []
+    entry["first_tuned_batch_after_server_s"] = med([r.get("first_tuned_batch_after_server_s") for r in best_rows])
+    if warm_rows:
+        entry["warm_time_to_stock_latency_ratio"] = med([r.get("warm_time_to_stock_latency_ratio") for r in warm_rows])
+        entry["warm_first_ms"] = med([r.get("warm_first_ms") for r in warm_rows])
+        entry["warm_first_better_than_untuned"] = sum(bool(r.get("warm_first_better_than_untuned")) for r in warm_rows)
     if problems:  # no stock reference: the workbench against the untuned build and PyTorch
         entry["equal_time_latency_ratio"] = entry["time_to_stock_latency_ratio"] = None
         entry["workbench_latest_ms"] = per[best]["latest_ms"] if best else None
@@ -350,6 +293,8 @@ def main() -> None:
             ("--cost-model", str, "xgb", None), ("--measure-timeout", int, 60, None),
             ("--run-timeout", float, 3000.0, None), ("--home", str, None, "workbench home (default: a temp folder)"),
             ("--attach", str, None, "measure this finished run (under --home) instead of starting one"),
+            ("--warm-from", str, None, "also run each config warm, after the memory learnt this (bench/anytime_warm)"),
+            ("--warm-trials", int, 256, "the --warm-from run's trials"),
             ("--out", str, os.path.join(HERE, "results", "h200_anytime.json"), None)):
         p.add_argument(flag, type=kind, default=default, help=text)
     p.add_argument("--part", choices=("both", "stock", "workbench"), default="both",
@@ -357,11 +302,8 @@ def main() -> None:
     p.add_argument("--no-stock", action="store_true", help="no stock run (one known to fail); the workbench "
                                                            "runs --wall-s and is compared with untuned and torch")
     p.add_argument("--merge", action="store_true", help="add/update these seeds in --out, keep the rest")
-    p.add_argument("--torch-eager", default=None, help=argparse.SUPPRESS)
     args = p.parse_args()
     args.target = {"llvm": "cpu"}.get(args.target, args.target)
-    if args.torch_eager:
-        return _torch_eager_main(args.torch_eager)
 
     import tvm
 
@@ -383,7 +325,8 @@ def main() -> None:
     entry = next(m for m in doc["models"] if m["model"] == args.model)
     entry.update({"target": kind, "stock_trials": args.stock_trials, "batch": args.batch,
                   "workbench_trials": args.budget_factor * args.stock_trials, "checkpoints": args.checkpoints})
-    torch_ms, torch_note = torch_eager(args.model, kind)
+    torch_ms, torch_note = torch_eager(args.model, kind) if ":" not in args.model else (
+        None, "torch_eager_fp32_ms: timed at the model's default input only")
     entry["notes"] = [torch_note] if torch_note else []
     warmed = warm_intrinsics(kind, home) if args.part != "stock" else None
     for seed in seeds:
@@ -408,6 +351,17 @@ def main() -> None:
             raw["configs"][cfg["name"]] = run_one(cfg, args, home, seed, trials, stop_s)
             summarize(entry)
             write(args.out, doc)
+        if args.warm_from and args.part != "stock":
+            if "warm_from" not in entry:
+                entry["warm_from"] = warm.teach(args, warm.home_of(home), configs[0]["slice"])
+                print(f"--- warm home taught: {entry['warm_from']}", flush=True)
+                write(args.out, doc)
+            for cfg in configs:
+                print(f"--- {cfg['name']} warm seed {seed}, stopped at {stop_s} s", flush=True)
+                raw.setdefault("warm_configs", {})[cfg["name"]] = run_one(
+                    cfg, args, warm.home_of(home), seed, args.budget_factor * args.stock_trials, stop_s, fresh=False)
+                summarize(entry)
+                write(args.out, doc)
         summarize(entry)
         raw["log"] = log_line(seed, raw)
         print(raw["log"], flush=True)

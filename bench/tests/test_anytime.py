@@ -117,3 +117,20 @@ def test_a_workbench_stopped_before_stocks_wall_gives_only_a_bound():
     assert entry["best_config"] == "a" and entry["equal_time_latency_ratio"] is None
     assert entry["equal_time_latency_ratio_upper_bound"] == 0.52
     assert any("seed 0 a: stopped at 540.0 s" in n and "<= 0.52" in n for n in entry["notes"])
+
+
+def test_warm_runs_are_scored_against_the_same_stock():
+    """--warm-from: each seed's warm run gets its time to stock's final over stock's own; the entry their median, and
+    the cold runs' first tuned batch after the first server."""
+    raw = {}
+    for seed, (hit, first) in enumerate([(20.0, 1.9), (40.0, 2.5), (None, 1.5)]):
+        warm = [(hit, 1.0)] if hit else [(300.0, 1.5)]
+        raw[str(seed)] = {"stock": _run(310.0, [(100.0, 1.5), (200.0, 1.0), (310.0, 1.0)]),
+                          "configs": {"a": _run(310.0, [(150.0, 1.0)], "a",
+                                                first_tuned_batch_after_server_s=30.0 + seed)},
+                          "warm_configs": {"a": _run(310.0, [(5.0, first), *warm], "a")}}
+    entry = {"model": "m", "raw": raw}
+    at.summarize(entry)
+    assert [raw[s]["warm_configs"]["a"]["warm_time_to_stock_latency_ratio"] for s in "012"] == [0.1, 0.2, 1.0]
+    assert entry["warm_time_to_stock_latency_ratio"] == 0.2 and entry["first_tuned_batch_after_server_s"] == 31.0
+    assert entry["warm_first_ms"] == 1.9 and entry["warm_first_better_than_untuned"] == 2  # untuned: 2.0 ms
