@@ -300,8 +300,10 @@ def test_invalid_fields_are_shown_at_the_field_and_disable_tune(home) -> None:
     assert p.form.errors_view["shards"].layout.display != "none"
     assert "wb-err" in p.form.errors_view["shards"]._dom_classes
     assert not snap["buttons"]["tune"] and c["tune"].disabled
+    assert c["tune"].button_style == ""  # disabled: drawn plain
 
     c["shards"].value = 4
+    assert not c["tune"].disabled and c["tune"].button_style == "primary"  # enabled again: in its colour again
     c["trials"].value = 2  # fewer trials than shards: a cross-field rule, shown at trials
     assert set(p.snapshot()["field_errors"]) == {"trials"}
     c["trials"].value = 8

@@ -7,7 +7,8 @@ import ipywidgets as W
 
 BUTTONS = ("tune", "resume", "more", "stop", "finish", "sweep", "export", "export_model")
 MORE_TIP = "tune this run on from its records to the trials per slice in the form (a raised budget)"
-ACTIVE_STYLE = {"stop": "danger", "finish": "warning"}  # Stop and Finish in colour only while they can be pressed
+# each button's colour while it can be pressed (the others are plain); a disabled button is drawn plain, muted
+ACTIVE_STYLE = {"tune": "primary", "resume": "success", "more": "success", "stop": "danger", "finish": "warning"}
 
 
 def _button(label: str, css: str, style: str = "", icon: str = "", tooltip: str = "") -> W.Button:
@@ -20,10 +21,11 @@ def _button(label: str, css: str, style: str = "", icon: str = "", tooltip: str 
 def make_buttons() -> dict[str, W.Button]:
     """A new button per name of BUTTONS, in that order."""
     return dict(
-        tune=_button("Tune", "wb-tune", "primary", "play", "validate the form and start tuning in the background"),
-        resume=_button("Resume", "wb-resume", "success", "redo",
+        tune=_button("Tune", "wb-tune", ACTIVE_STYLE["tune"], "play",
+                     "validate the form and start tuning in the background"),
+        resume=_button("Resume", "wb-resume", ACTIVE_STYLE["resume"], "redo",
                        "continue this run from the records it measured (it keeps its spec and budget)"),
-        more=_button("Tune on", "wb-more", "success", "forward", MORE_TIP),
+        more=_button("Tune on", "wb-more", ACTIVE_STYLE["more"], "forward", MORE_TIP),
         stop=_button("Stop", "wb-stop", "", "stop", "stop the run (all its processes)"),
         finish=_button("Finish", "wb-finish", "", "flag-checkered",
                        "end tuning now and compile, verify and time the best model so far"),

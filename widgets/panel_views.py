@@ -274,7 +274,7 @@ class RunViews:
                           ("export_model", run is None or not len(run.results))):
             if c[name].disabled != off:
                 c[name].disabled = off
-            style = "" if off else ACTIVE_STYLE.get(name, c[name].button_style)  # disabled: drawn plain, muted
+            style = "" if off else ACTIVE_STYLE.get(name, "")  # disabled: drawn plain, muted
             if c[name].button_style != style:
                 c[name].button_style = style
         self._clear_sweep_progress()
