@@ -152,8 +152,10 @@ def test_a_new_shape_and_a_later_slice_start_from_related_schedules(home):
     """At another input shape, the tasks the memory knows at the old one (same blocks, other shapes) measure its best
     schedules first, their tile sizes refitted; the run's later slice measures its earlier slice's best first."""
     home, first = home
-    run = wb.tune(wb.TuneSpec(**{**FAST, "slices": (100, 50)}, input_shape=(16, 32), trials=8, trials_per_batch=4),
-                  home=home)
+    spec = wb.TuneSpec(**{**FAST, "slices": (100, 50)}, input_shape=(16, 32), trials=8, trials_per_batch=4)
+    [said] = [n for n in plan_run(spec, home=home).notes if "like ones the tuning memory holds" in n]
+    assert f"run {first.id}" in said and "their first batch measures those schedules, refitted" in said, said
+    run = wb.tune(spec, home=home)
     assert run.wait(timeout=600) == "done", run.message
     started = {s.tuned_at: s for s in run.typed_events(ShardStarted)}
     assert started[100].related_traces and not started[100].memory_records, started[100]  # similar, not the same

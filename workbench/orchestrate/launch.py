@@ -123,8 +123,12 @@ def plan_with_tasks(spec: TuneSpec, hw: Hardware | None = None, options: EngineO
         refused = memory.unreadable(library)
         hashes = {t.task_name: memory.workload_hash(t.dispatched[0]) for t in extracted}
         found = {} if refused else memory.known(library, hashes)
+        like = {} if refused else memory.similar(library, {t.task_name: (hashes[t.task_name],
+                                                                          memory.signature(t.dispatched[0]))
+                                                           for t in extracted})
         notes += [memory.refused_note(library, refused)] if refused else []
         notes += [memory.known_note(found, len(tasks))] if found else []
+        notes += [memory.similar_note(like)] if like else []
     return Plan(target=tspec, tasks=rows(tasks, budget), budget=budget,
                 shards=tuple(shards), options=options.resolved(kind), gpus=tuple(gpus),
                 input_shape=tuple(model.input_shape), dtype=model.dtype, notes=tuple(notes),

@@ -5,7 +5,8 @@ The contract (home/memory/<key>/, `key()` names the folder):
 - `database_workload.json`, `database_tuning_record.json`: a stock MetaSchedule JSONDatabase, so that other tools
   read it as it is;
 - `sources.json`: `{"key": {...}, "runs": [{"run", "model", "input_shape", "precision", "tuned_at", "t", "records",
-  "workloads": [structural hashes]}]}`: which run taught it which workloads (the plan names them).
+  "workloads": [structural hashes], "signatures": {hash: signature}}]}`: which run taught it which workloads, and
+  what each is like (`signature`), so that the plan names them for the same and for similar tasks.
 Writers are a stage's finisher (`remember`) and `workbench memory import`, one at a time under `<key>.lock` beside
 the folder (flock); they append records, never rewrite one, and a record already held is not added again. Readers
 (the launcher's `known`, each client's `seed`) take no lock: a line being appended may be cut, and a reader that
@@ -164,6 +165,17 @@ def workload_hash(mod) -> str:
     return format(structural_hash(mod) & (2**64 - 1), "x")
 
 
+def signature(mod) -> list:
+    """What makes two workloads similar (`tuning.transfer`): their blocks' names (the operators, in order) and their
+    operands' dtypes and ranks; their shapes may differ. As JSON keeps it: [[names], [[dtype, rank], ...]]."""
+    from tvm.s_tir import Schedule
+    from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+
+    sch = Schedule(mod)
+    blocks = [sch.get(b).name_hint for b in sch.get_child_blocks(sch.get_sblock("root", func_name="main"))]
+    return [blocks, [[str(a.dtype), len(a.shape)] for a in ArgInfo.from_prim_func(mod["main"])]]
+
+
 def remember(folder: str, db_path: str, source: dict[str, Any]) -> tuple[int, str]:
     """Add the valid records of the JSONDatabase at `db_path` to the library `folder` (`source`: the run's fields of
     sources.json); how many were new, and where a library this TVM cannot read was moved aside first, a note saying
@@ -181,12 +193,13 @@ def remember(folder: str, db_path: str, source: dict[str, Any]) -> tuple[int, st
         os.makedirs(folder, exist_ok=True)
         lib = ms.database.JSONDatabase(work_dir=folder)
         held = {(workload_hash(r.workload.mod), str(r.trace.as_json())) for r in lib.get_all_tuning_records()}
-        added, hashes = 0, set()
+        added, signatures = 0, {}
         for rec in src.get_all_tuning_records():
             if not rec.run_secs or not all(float(s) < 1e9 for s in rec.run_secs):
                 continue  # a failed measurement: nothing to start from
             h = workload_hash(rec.workload.mod)
-            hashes.add(h)
+            if h not in signatures:
+                signatures[h] = signature(rec.workload.mod)
             one = (h, str(rec.trace.as_json()))
             if one in held:
                 continue
@@ -196,7 +209,8 @@ def remember(folder: str, db_path: str, source: dict[str, Any]) -> tuple[int, st
             held.add(one)
             added += 1
         sources = read_json(os.path.join(folder, SOURCES), {"runs": []})
-        sources["runs"].append({**source, "t": time.time(), "records": added, "workloads": sorted(hashes)})
+        sources["runs"].append({**source, "t": time.time(), "records": added, "workloads": sorted(signatures),
+                                "signatures": signatures})
         write_json(os.path.join(folder, SOURCES), sources)
     return added, note
 
@@ -213,18 +227,44 @@ def known(folder: str, hashes: dict[str, str]) -> dict[str, list[dict[str, Any]]
     return out
 
 
-def known_note(found: dict[str, list[dict[str, Any]]], total: int) -> str:
-    """'5 of 18 tasks known from the tuning memory: resnet18 at 1x3x224x224 (run 2026...), ...'."""
+def similar(folder: str, tasks: dict[str, tuple[str, list]]) -> dict[str, list[dict[str, Any]]]:
+    """Of the tasks `tasks` ({task: (workload hash, `signature`)}), those the library does not hold but holds one
+    like (same signature, other shapes), each with the runs that taught those (newest first). Reads sources.json
+    only (runs remembered before signatures were kept are not searched)."""
+    runs = read_json(os.path.join(folder, SOURCES), {"runs": []})["runs"]
+    out: dict[str, list[dict[str, Any]]] = {}
+    for task, (h, sig) in tasks.items():
+        if any(h in r.get("workloads", ()) for r in runs):
+            continue  # known as it is
+        taught = [r for r in runs if any(s == sig for w, s in (r.get("signatures") or {}).items() if w != h)]
+        if taught:
+            out[task] = sorted(taught, key=lambda r: -r.get("t", 0))
+    return out
+
+
+def similar_note(found: dict[str, list[dict[str, Any]]]) -> str:
+    """'2 tasks are like ones the tuning memory holds at other shapes (mlp-small at 4x32 ...): ...'."""
     if not found:
         return ""
+    return (f"{len(found)} task{'s are' if len(found) != 1 else ' is'} like ones the tuning memory holds at other "
+            f"shapes ({_runs_named(found)}): their first batch measures those schedules, refitted to these shapes")
+
+
+def _runs_named(found: dict[str, list[dict[str, Any]]]) -> str:
     runs: dict[str, dict] = {}
     for taught in found.values():
         for r in taught:
             runs.setdefault(r["run"], r)
     named = [f"{r.get('model')} at {'x'.join(map(str, r.get('input_shape') or ())) or 'its shape'}, "
              f"{r.get('precision', 'fp32')} (run {run})" for run, r in list(runs.items())[:3]]
-    more = f" and {len(runs) - 3} more runs" if len(runs) > 3 else ""
-    return (f"{len(found)} of {total} tasks known from the tuning memory ({'; '.join(named)}{more}): they start "
+    return "; ".join(named) + (f" and {len(runs) - 3} more runs" if len(runs) > 3 else "")
+
+
+def known_note(found: dict[str, list[dict[str, Any]]], total: int) -> str:
+    """'5 of 18 tasks known from the tuning memory: resnet18 at 1x3x224x224 (run 2026...), ...'."""
+    if not found:
+        return ""
+    return (f"{len(found)} of {total} tasks known from the tuning memory ({_runs_named(found)}): they start "
             f"from their best known schedules (--fresh ignores the memory)")
 
 

@@ -10,24 +10,13 @@ record's time at another slice or shape is never taken for this task's.
 """
 from __future__ import annotations
 
+import json
 import math
 import os
 from collections.abc import Iterable
 from typing import Any
 
 OFFERED_PER_TASK = 2  # traces offered per trial of the first batch: some do not re-apply
-
-
-def signature(mod) -> tuple:
-    """What makes two workloads similar: their blocks' names (the operators, in order) and their operands' dtypes
-    and ranks; their shapes may differ."""
-    from tvm.s_tir import Schedule
-    from tvm.s_tir.meta_schedule.arg_info import ArgInfo
-
-    sch = Schedule(mod)
-    blocks = tuple(sch.get(b).name_hint for b in sch.get_child_blocks(sch.get_sblock("root", func_name="main")))
-    operands = tuple((str(a.dtype), len(a.shape)) for a in ArgInfo.from_prim_func(mod["main"]))
-    return blocks, operands
 
 
 def _records(folder: str) -> list:
@@ -49,7 +38,7 @@ def related_traces(tasks: Iterable, same: Iterable[str], similar: Iterable[str],
     `same` (other slices: the same workload's records), then from those in `similar` (this slice's memory: other
     workloads of the same signature, taken in turn, each best first); at most `per_task` each. A database that cannot
     be read is skipped (the memory's own refusal says why)."""
-    from workbench.runs.memory import workload_hash
+    from workbench.runs.memory import signature, workload_hash
 
     tasks = list(tasks)
     by_hash: dict[str, list] = {}
@@ -60,20 +49,21 @@ def related_traces(tasks: Iterable, same: Iterable[str], similar: Iterable[str],
             continue
         for r in records:
             by_hash.setdefault(workload_hash(r.workload.mod), []).append(r)
-    by_signature: dict[tuple, dict[str, list]] = {}
+    by_signature: dict[str, dict[str, list]] = {}
     for folder in similar:
         try:
             records = _records(folder)
         except Exception:  # noqa: BLE001
             continue
         for r in records:
-            by_signature.setdefault(signature(r.workload.mod), {}).setdefault(workload_hash(r.workload.mod),
+            by_signature.setdefault(json.dumps(signature(r.workload.mod)), {}).setdefault(workload_hash(r.workload.mod),
                                                                                []).append(r)
     out: dict[str, list] = {}
     for task in tasks:
         mod, own = task.dispatched[0], workload_hash(task.dispatched[0])
         traces = [r.trace for r in sorted(by_hash.get(own, []), key=_mean)]
-        others = [sorted(rs, key=_mean) for h, rs in by_signature.get(signature(mod), {}).items() if h != own]
+        like = by_signature.get(json.dumps(signature(mod)), {})
+        others = [sorted(rs, key=_mean) for h, rs in like.items() if h != own]
         for rank in range(max((len(rs) for rs in others), default=0)):
             traces += [rs[rank].trace for rs in others if rank < len(rs)]
         if traces:
