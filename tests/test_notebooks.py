@@ -10,6 +10,9 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
+import workbench as wb
+from workbench.runs import store
+
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
@@ -143,6 +146,12 @@ def test_sharding_speedup(tmp_path, monkeypatch) -> None:
     nb, took = _execute("03_sharding_speedup.ipynb", tmp_path, monkeypatch)
     print(f"03_sharding_speedup: {took:.0f} s")
     _panel_checks(nb)
+    # each configuration tuned from nothing: no shard of the second started from the first one's records
+    home = str(tmp_path / "home")
+    runs = [wb.open_run(run_id, home) for run_id in store.run_ids(home)]
+    assert len(runs) == 2 and all(run.spec.fresh for run in runs), [run.spec for run in runs]
+    started = [e for run in runs for e in run.event_list("shard_started")]
+    assert len(started) == 3 and not any(e.get("memory_records") for e in started), started
     assert re.search(r"one-client: run \S+ done", _text(nb)) and re.search(r"sharded: run \S+ done", _text(nb))
     assert _has_dataframe(nb, "trials/s") and _has_dataframe(nb, "sharded")
     assert "x the one-client time" in _text(nb)
