@@ -80,7 +80,13 @@ def lab_root(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def jupyter_lab(lab_root: Path, tmp_path_factory) -> Iterator[str]:
+def lab_home(tmp_path_factory) -> Path:
+    """The WORKBENCH_HOME of the lab's kernels: every browser test's runs, and the tuning memory they teach."""
+    return tmp_path_factory.mktemp("lab-home")
+
+
+@pytest.fixture(scope="session")
+def jupyter_lab(lab_root: Path, lab_home: Path, tmp_path_factory) -> Iterator[str]:
     """Base URL of a JupyterLab server for the session (stopped at the end)."""
     if not os.path.exists(CHROMIUM):
         yield ""  # the test reports the missing browser itself
@@ -97,7 +103,7 @@ def jupyter_lab(lab_root: Path, tmp_path_factory) -> Iterator[str]:
         "c.ServerApp.allow_root = True\n"
         "c.ServerApp.open_browser = False\n"
     )
-    env = dict(os.environ, WB_NB_SMALL="1", WORKBENCH_HOME=str(work / "home"), WB_NB_EXPORT=str(lab_root / "export"),
+    env = dict(os.environ, WB_NB_SMALL="1", WORKBENCH_HOME=str(lab_home), WB_NB_EXPORT=str(lab_root / "export"),
                JUPYTER_CONFIG_DIR=str(work / "jupyter-config"), PYTHONPATH=str(ROOT))
     log = open(work / "server.log", "wb")
     proc = subprocess.Popen([sys.executable, "-m", "jupyterlab", "--config", str(config)], cwd=str(lab_root),
