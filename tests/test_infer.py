@@ -1,7 +1,10 @@
 """How `workbench.results.infer` times a compiled model."""
 import os
 
+import pytest
+
 from workbench.results.infer import repeats_for
+from workbench.results.sweep import MIN_REPEAT_ENV, min_repeat_ms
 
 
 def test_inference_timing_fits_its_budget_but_keeps_a_few_repeats():
@@ -11,6 +14,18 @@ def test_inference_timing_fits_its_budget_but_keeps_a_few_repeats():
     assert repeats_for(2400.0, 15, 50, 10.0) == 5  # 4 would fit: the floor of 5
     assert repeats_for(900.0, 15, 50, 10.0) == 11
     assert repeats_for(5.0, 3, 20, 10.0) == 3  # never more than asked
+
+
+def test_a_measurement_lasts_50_ms_on_a_cpu_and_20_on_a_gpu_unless_the_environment_says(monkeypatch):
+    """What a stage's timing and a sweep ask of each measurement (the suite sets 10 ms: tests/conftest.py)."""
+    monkeypatch.delenv(MIN_REPEAT_ENV, raising=False)
+    assert min_repeat_ms("cpu") == 50 and min_repeat_ms("cuda") == 20
+    monkeypatch.setenv(MIN_REPEAT_ENV, "10")
+    assert min_repeat_ms("cpu") == min_repeat_ms("cuda") == 10
+    for bad in ("0", "-5", "ten"):
+        monkeypatch.setenv(MIN_REPEAT_ENV, bad)
+        with pytest.raises(ValueError, match=MIN_REPEAT_ENV):
+            min_repeat_ms("cpu")
 
 
 def _compiled(tmp_path, name: str, body) -> str:

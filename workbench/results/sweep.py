@@ -20,6 +20,10 @@ INFER_TIMEOUT_S = 600.0
 UNTUNED = "untuned"  # the untuned build's name among a sweep's libraries (the tuned ones are named by their slice)
 
 STOP_POLL_S = 0.2
+# The least milliseconds one timing measurement lasts (TVM's min_repeat_ms: calls repeated until then, their mean is
+# the measurement): 20 on a GPU, 50 on a CPU. This variable sets it for quick runs whose timings need not be precise
+# (the test suite: 10); the rounds, their statistics and the verdict's test stay as they are.
+MIN_REPEAT_ENV = "WORKBENCH_MIN_REPEAT_MS"
 
 
 class Interrupted(Exception):
@@ -36,6 +40,17 @@ def _wait(proc: ManagedProcess, timeout: float, should_stop: Callable[[], bool])
         if should_stop():
             raise Interrupted(f"{proc.name} stopped on request")
     return None
+
+
+def min_repeat_ms(target_kind: str) -> int:
+    """The least ms of one timing measurement of a model: `MIN_REPEAT_ENV` where it is set, else 20 on a GPU, 50 on a
+    CPU."""
+    given = os.environ.get(MIN_REPEAT_ENV, "").strip()
+    if not given:
+        return 20 if target_kind == "cuda" else 50
+    if not given.isdigit() or int(given) < 1:
+        raise ValueError(f"{MIN_REPEAT_ENV} must be a whole number of milliseconds, at least 1; got {given!r}")
+    return int(given)
 
 
 def infer_at(run_dir: str, percent: int, libs: dict[str, str], model, target: TargetSpec,
@@ -60,7 +75,7 @@ def infer_at(run_dir: str, percent: int, libs: dict[str, str], model, target: Ta
     out = os.path.join(folder, f"result-{tag}.json")
     job = {"device": target.device_type, "libs": libs, "reference": reference, "input_shape": list(model.input_shape),
            "dtype": model.dtype, "slice_percent": percent, "out": out,
-           "min_repeat_ms": 20 if target.kind == "cuda" else 50, "parent_pid": os.getpid(),
+           "min_repeat_ms": min_repeat_ms(target.kind), "parent_pid": os.getpid(),
            "rpc": list(tracker) if tracker else None, "server": server_name(tracker) if tracker else None,
            "interleave": interleave, "baseline": baseline, "tolerance": tolerance}
     job_path = os.path.join(folder, f"job-{tag}.json")
