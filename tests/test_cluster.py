@@ -17,7 +17,7 @@ import workbench as wb
 from workbench.hardware import TargetSpec
 from workbench.orchestrate.cluster import local_size
 from workbench.orchestrate.cluster_task import Tailer, client_env, worker_job
-from workbench.procs import group_alive, stop_group
+from workbench.procs import WITHOUT_TORCH, group_alive, stop_group
 from workbench.tuning.client import PARENT_PID_ENV, ShardJob
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -72,6 +72,7 @@ def test_the_client_does_not_inherit_what_a_nanny_set_for_its_worker(monkeypatch
     env = client_env()
     assert "MALLOC_TRIM_THRESHOLD_" not in env and "OMP_NUM_THREADS" not in env and "CUDA_MPS_PIPE_DIRECTORY" not in env
     assert env["OPENBLAS_NUM_THREADS"] == "3" and env[PARENT_PID_ENV] == str(os.getpid())
+    assert env["PYTHONPATH"].split(os.pathsep)[0] == WITHOUT_TORCH  # TVM in the client imports no torch, as locally
 
 
 def test_a_cluster_run_needs_the_rpc_runner():

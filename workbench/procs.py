@@ -59,9 +59,13 @@ def child_env() -> dict[str, str]:
         env.pop(k, None)
     env["PYTHONUNBUFFERED"] = "1"
     env.setdefault("TVM_LOG_DEBUG", "0")
+    return without_torch(env)
+
+
+def without_torch(env: dict[str, str]) -> dict[str, str]:
+    """`env` for a TVM process that needs no torch: `WITHOUT_TORCH` first on its path."""
     paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != WITHOUT_TORCH]
-    env["PYTHONPATH"] = os.pathsep.join([WITHOUT_TORCH, *paths])
-    return env
+    return {**env, "PYTHONPATH": os.pathsep.join([WITHOUT_TORCH, *paths])}
 
 
 def with_torch(env: dict[str, str]) -> dict[str, str]:

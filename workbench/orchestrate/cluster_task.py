@@ -23,7 +23,7 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from workbench.procs import stop_group
+from workbench.procs import stop_group, without_torch
 from workbench.runs.store import PLAN_FILE, RECORDS_FILE, write_json
 from workbench.spec import workbench_home
 from workbench.tuning.client import PARENT_PID_ENV, ShardJob
@@ -119,7 +119,8 @@ async def probe_worker(with_tvm: bool = True) -> dict:
     if not with_tvm:
         return out
     proc = await asyncio.create_subprocess_exec(sys.executable, "-c", "import tvm; print(tvm.__version__)",
-                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+                                                env=client_env())
     try:
         text, _ = await asyncio.wait_for(proc.communicate(), 120)
     except asyncio.TimeoutError:
@@ -134,7 +135,8 @@ async def probe_worker(with_tvm: bool = True) -> dict:
 def client_env() -> dict[str, str]:
     """The worker's environment for its client, less what a Dask nanny put there for the worker process alone
     (OMP_NUM_THREADS=1, MALLOC_TRIM_THRESHOLD_=65536, ...: the client sizes its own threads, as a local one does;
-    with them a LocalCluster's clients tuned ~1.6x slower)."""
+    with them a LocalCluster's clients tuned ~1.6x slower), and without torch, as a local client (`procs.child_env`):
+    TVM would import it wherever it is installed, seconds in the client and in each of its builders."""
     import dask
 
     importlib.import_module("distributed")  # its configuration's defaults (a worker has them already)
@@ -144,7 +146,7 @@ def client_env() -> dict[str, str]:
            if not k.startswith("CUDA_MPS_") and not (k in nanny and v == str(nanny[k]))}
     env.update(PYTHONUNBUFFERED="1", **{PARENT_PID_ENV: str(os.getpid())})
     env.setdefault("TVM_LOG_DEBUG", "0")
-    return env
+    return without_torch(env)
 
 
 class _Relay:
