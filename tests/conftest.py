@@ -70,8 +70,10 @@ def cpu_design_space(tmp_path_factory):
 
     folder = tmp_path_factory.mktemp("design-space")
     out = folder / "mod.json"
+    from support import tvm_env
+
     subprocess.run([sys.executable, "-c", _DESIGN_SPACE, str(folder / "cache"), str(out)], cwd=ROOT, check=True,
-                   timeout=300)
+                   timeout=300, env=tvm_env())
     return tvm.ir.load_json(out.read_text()), target_spec("cpu", detect()).build()
 
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 import shutil
 
+from workbench.procs import without_torch
+
 # For runs whose subject is not the search (faults, processes, the UI): a random cost model and replayed traces
 # make each batch cheap on 2 cores; the real search is tested where it is the subject.
 CHEAP_SEARCH = dict(cost_model="random", strategy="replay-trace")
@@ -25,6 +27,13 @@ class NoRun(PyRunner):
     def run(self, inputs):
         return [LocalRunnerFuture([random.uniform(1e-4, 1e-3)], None) for _ in inputs]
 """
+
+
+def tvm_env() -> dict[str, str]:
+    """The environment of a `python -c` script that does TVM's work as a run's clients and builders do: this one's,
+    without torch (`procs.without_torch`), as the workbench starts them. TVM imports torch wherever it is installed,
+    ~2.6 s of a process's start on 2 idle cores, for nothing such a script uses."""
+    return without_torch(dict(os.environ))
 
 
 def copy_run(run, home: str):

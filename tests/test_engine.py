@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import psutil
 import pytest
-from support import CHEAP_SEARCH
+from support import CHEAP_SEARCH, tvm_env
 
 import workbench as wb
 from workbench.plan.plan import Plan
@@ -97,7 +97,7 @@ out = vm["main"](tvm.runtime.tensor(x)).numpy()
 assert np.allclose(out, ref, rtol=1e-4, atol=1e-4), abs(out - ref).max()
 print("ok")
 """
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=tvm_env())
     assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-2000:]
 
 

@@ -5,7 +5,7 @@ import subprocess
 import sys
 
 from conftest import ROOT
-from support import NO_MEASURE
+from support import NO_MEASURE, tvm_env
 
 _SEARCH = """
 import json, logging, random, sys, tempfile, time
@@ -67,7 +67,7 @@ print(json.dumps(out))
 
 def test_the_evolution_does_not_remeasure_the_random_batch(tmp_path):
     proc = subprocess.run([sys.executable, "-c", _SEARCH, str(tmp_path / "cache")], cwd=ROOT, capture_output=True,
-                          text=True, timeout=600)
+                          text=True, timeout=600, env=tvm_env())
     assert proc.returncode == 0, proc.stderr[-3000:]
     got = json.loads(proc.stdout.strip().splitlines()[-1])
     # TVM's evolution alone keeps every measured schedule out of later batches (the control)

@@ -4,6 +4,8 @@ import shutil
 import subprocess
 import sys
 
+from support import tvm_env
+
 FIRST = """
 import json, sys
 import tvm, tvm_ffi
@@ -39,7 +41,8 @@ print(json.dumps({"report": load_family("cpu", sys.argv[1])}))
 
 
 def _run(script: str, cache: str) -> dict:
-    out = subprocess.run([sys.executable, "-c", script, cache], capture_output=True, text=True, timeout=300)
+    out = subprocess.run([sys.executable, "-c", script, cache], capture_output=True, text=True, timeout=300,
+                         env=tvm_env())
     assert out.returncode == 0, out.stderr[-2000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 

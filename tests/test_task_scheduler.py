@@ -5,7 +5,7 @@ import subprocess
 import sys
 
 from conftest import ROOT
-from support import NO_MEASURE
+from support import NO_MEASURE, tvm_env
 
 _PICKS = """
 import json, logging, random, sys, tempfile
@@ -49,7 +49,7 @@ print(json.dumps(out))
 
 def test_a_resumed_shard_spends_its_batch_where_the_time_is(tmp_path):
     proc = subprocess.run([sys.executable, "-c", _PICKS, str(tmp_path / "cache")], cwd=ROOT, capture_output=True,
-                          text=True, timeout=600)
+                          text=True, timeout=600, env=tvm_env())
     assert proc.returncode == 0, proc.stderr[-3000:]
     got = json.loads(proc.stdout.strip().splitlines()[-1])
     first, second = got["order"]
@@ -106,7 +106,7 @@ def test_a_resumed_shard_cost_model_learns_its_records_before_the_first_batch(tm
     a resumed shard teaches it every record of its database first, and those of its sibling shards (one unsharded
     tune's model would hold them all), so the raised budget's first batch is guided."""
     proc = subprocess.run([sys.executable, "-c", _WARM, str(tmp_path / "cache")], cwd=ROOT, capture_output=True,
-                          text=True, timeout=600)
+                          text=True, timeout=600, env=tvm_env())
     assert proc.returncode == 0, proc.stderr[-3000:]
     got = json.loads(proc.stdout.strip().splitlines()[-1])
     assert got["empty"] == [0, 0]  # nothing of its own, and its sibling's database is still empty
