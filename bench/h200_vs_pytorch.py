@@ -6,13 +6,15 @@ PyTorch eager at the same precision on the whole GPU.
 
 A model is a sample name with an optional batch (`resnet18:16`: the full variant's input with its first dimension
 16) or `standin` (the ONNX stand-in of tests/onnx_standin.py, compared with onnxruntime). Each (model, precision) is
-one run at 100 % from nothing (`fresh`: the home's tuning memory is not read) with a trial budget it cannot
-reach (`--trials`), asked to Finish once `--minutes` have passed since
-it was started (what Finish does in the panel: compile the best found so far). PyTorch eager is timed in this
-process before the run starts (CUDA events, median of 200 after 20 warm-up calls): at fp32 with TF32 off
-(`pytorch_ms`) and on (`pytorch_tf32_ms`); at fp16 the faster of autocast and `.half()` (`pytorch_how` says
-which; TF32 does not apply). `ratio` is pytorch_ms / tuned_ms (above 1: the tuned model is faster). The output
-JSON keeps the rows of other (model, precision) pairs, so sessions fill it in turn:
+one run at 100 % from nothing (`fresh`: the home's tuning memory is not read) with a trial budget it cannot reach
+(`--trials`), asked to Finish once `--minutes` have passed since it was started (what Finish does in the panel:
+compile the best found so far). Then PyTorch eager and the run's kept and untuned models are timed side by side in
+this process (`bench.side_by_side`: 9 interleaved rounds, each the median of up to 100 calls from Python timed by
+CUDA events; the figures are the medians over the rounds, `paired` the sign test of the tuned model against
+PyTorch): at fp32 with TF32 off (`pytorch_ms`) and on (`pytorch_tf32_ms`); at fp16 the faster of autocast and
+`.half()` (`pytorch_how` says which; TF32 does not apply). The run's own timings (TVM's evaluator, in the run) are
+kept beside them as `tuned_in_run_ms` and `untuned_in_run_ms`. `ratio` is pytorch_ms / tuned_ms (above 1: the tuned
+model is faster). The output JSON keeps the rows of other (model, precision) pairs, so sessions fill it in turn:
 `{"models": [{"model", "precision", "pytorch_ms", "pytorch_tf32_ms", "tuned_ms", "untuned_ms", "ratio",
 "trials", "wall_s", "seeds", ...}]}`.
 """
@@ -22,11 +24,14 @@ import argparse
 import json
 import os
 import runpy
+import statistics
 import time
 from pathlib import Path
+from typing import Any
 
 import workbench as wb
-from bench.vs_pytorch import STANDIN, cuda_median_ms, onnxruntime_ms
+from bench.side_by_side import ROUNDS, Contender, cpu_timer, cuda_timer, interleaved, summary, tvm_contenders
+from bench.vs_pytorch import STANDIN, onnxruntime_ms
 from workbench.runs.headline import model_ms
 
 
@@ -39,46 +44,73 @@ def model_input(name: str) -> tuple[str, str, tuple[int, ...]]:
     return key, "full", (int(batch), *shape[1:]) if batch else shape
 
 
-def eager(name: str, precision: str) -> dict:
-    """PyTorch eager on the whole GPU at `precision`: {} without torch, a GPU or a twin (the stand-in)."""
+def pytorch_contenders(name: str, precision: str, device: str) -> tuple[dict[str, Contender], Any]:
+    """PyTorch eager's variants at `precision` on `device` ({} without torch or a twin: the stand-in) and the float32
+    input the tuned model takes (None without torch). fp32: TF32 off ("pytorch") and on ("pytorch_tf32", on a GPU);
+    fp16: autocast and `.half()` (weights and input in float16)."""
     try:
         import torch
     except ImportError:
-        return {}
-    if not torch.cuda.is_available() or name == "standin":
-        return {}
+        return {}, None
+    key, variant, shape = model_input(name) if name != "standin" else ("", "", _standin_shape())
+    x = torch.randn(*shape, device=device)
+    if name == "standin":
+        return {}, x
     from sample_models.torch_twins import twin
 
-    key, variant, shape = model_input(name)
-    module, x = twin(key, variant).cuda(), torch.randn(*shape, device="cuda")
-    was = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
-    try:
-        if precision == "fp32":
-            torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
-            off = cuda_median_ms(module, x)
-            torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
-            return {"pytorch_ms": off, "pytorch_tf32_ms": cuda_median_ms(module, x),
-                    "pytorch_how": "eager fp32, TF32 off (pytorch_tf32_ms: on)"}
-        autocast = cuda_median_ms(module, x, autocast=True)
-        half = cuda_median_ms(module.half(), x.half())
-        how = "autocast to float16" if autocast <= half else ".half() (weights and input in float16)"
-        return {"pytorch_ms": min(autocast, half), "pytorch_tf32_ms": None, "pytorch_how": f"eager fp16, {how}",
-                "pytorch_autocast_ms": autocast, "pytorch_half_ms": half}
-    finally:
-        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = was
+    module = twin(key, variant).to(device).eval()
+    if precision == "fp32":
+        out = {"pytorch": Contender(module, x, tf32=False if device == "cuda" else None)}
+        if device == "cuda":
+            out["pytorch_tf32"] = Contender(module, x, tf32=True)
+        return out, x
+    half = twin(key, variant).to(device).eval().half()
+    return {"pytorch_autocast": Contender(module, x, autocast=True), "pytorch_half": Contender(half, x.half())}, x
+
+
+def side_by_side(name: str, precision: str, run: Any, device: str, rounds: int = ROUNDS) -> dict:
+    """PyTorch eager and the run's kept and untuned models timed side by side (`bench.side_by_side`): the row's
+    pytorch_ms, pytorch_tf32_ms, tuned_ms and untuned_ms are medians of ROUNDS interleaved rounds; `paired` is the
+    sign test of the tuned model against PyTorch's faster variant."""
+    contenders, x = pytorch_contenders(name, precision, device)
+    if x is None:
+        return {"timed": "not side by side: torch is not installed"}
+    if run is not None and run.results.shape[0]:
+        contenders |= tvm_contenders(run, x)
+    timer = cuda_timer if device == "cuda" else cpu_timer
+    times = interleaved(contenders, timer, rounds)
+    medians = {n: statistics.median(t) for n, t in times.items()}
+    if precision == "fp16":
+        best = min(("pytorch_autocast", "pytorch_half"), key=medians.__getitem__)
+        how = "autocast to float16" if best == "pytorch_autocast" else ".half() (weights and input in float16)"
+        extra = {"pytorch_ms": medians[best], "pytorch_tf32_ms": None, "pytorch_how": f"eager fp16, {how}"}
+    else:
+        best = "pytorch" if name != "standin" else ""
+        extra = {"pytorch_how": "eager fp32, TF32 off (pytorch_tf32_ms: on)" if device == "cuda" else "eager fp32"}
+    got = summary(times, "tuned", best) | extra
+    where = "CUDA events" if device == "cuda" else "wall clock"
+    got["timed"] = (f"side by side after the run, in one process: {rounds} interleaved rounds of {where}, each "
+                    "the median of up to 100 calls from Python (about 0.5 s of them, at least 3); figures are the "
+                    "medians over the rounds")
+    return got
+
+
+def _standin_shape() -> tuple[int, ...]:
+    return tuple(runpy.run_path(str(STANDIN))["INPUT_SHAPE"])
 
 
 def tune_for(name: str, precision: str, minutes: float, trials: int, home: str, folder: Path,
-             target: str = "cuda") -> dict:
-    """One run of `name` at `precision`, asked to Finish `minutes` after it was started; its kept model's row."""
+             target: str = "cuda", strategy: str = "evolutionary") -> tuple[dict, Any]:
+    """One run of `name` at `precision`, asked to Finish `minutes` after it was started: its kept model's row (the
+    run's own timings) and the run."""
     if name == "standin":
-        model, shape = str(folder / "standin.onnx"), runpy.run_path(str(STANDIN))["INPUT_SHAPE"]
+        model, shape = str(folder / "standin.onnx"), _standin_shape()
     else:
         key, _, shape = model_input(name)
         model = key
     t0 = time.time()
     run = wb.tune(wb.TuneSpec(model=model, input_shape=shape, target=target, slices=(100,), precision=precision,
-                              trials=trials, fresh=True), home=home)
+                              trials=trials, strategy=strategy, fresh=True), home=home)
     status = run.wait(timeout=minutes * 60)
     finished_early = not run.finished
     if finished_early:
@@ -88,12 +120,12 @@ def tune_for(name: str, precision: str, minutes: float, trials: int, home: str, 
     print(f"{name} {precision}: {status} in {wall} s ({run.id})", flush=True)
     rows = run.results.to_dict("records")
     if not rows:
-        return {"status": status, "run": run.id, "wall_s": wall, "message": run.message}
+        return {"status": status, "run": run.id, "wall_s": wall, "message": run.message}, run
     r = rows[-1]
     return {"status": status, "run": run.id, "wall_s": wall, "finished_at_deadline": finished_early,
-            "tuned_ms": model_ms(r), "untuned_ms": r.get("untuned_ms"), "kept": r.get("kept"),
+            "tuned_in_run_ms": model_ms(r), "untuned_in_run_ms": r.get("untuned_ms"), "kept": r.get("kept"),
             "verdict": r.get("verdict"), "trials": int(r.get("trials_measured") or 0),
-            "in_run_baseline": r.get("baseline"), "in_run_baseline_ms": r.get("baseline_ms")}
+            "in_run_baseline": r.get("baseline"), "in_run_baseline_ms": r.get("baseline_ms")}, run
 
 
 def main() -> None:
@@ -102,7 +134,9 @@ def main() -> None:
     parser.add_argument("--precisions", default="fp32,fp16")
     parser.add_argument("--minutes", type=float, default=10.0)
     parser.add_argument("--trials", type=int, default=4000, help="a budget the minutes end first")
-    parser.add_argument("--target", default="cuda", help="cpu: a smoke test of the script, no PyTorch timing")
+    parser.add_argument("--strategy", default="evolutionary", help="the runs' search strategy (TuneSpec.strategy)")
+    parser.add_argument("--target", default="cuda", help="cpu: a smoke test of the script (PyTorch on the CPU)")
+    parser.add_argument("--rounds", type=int, default=ROUNDS, help="interleaved rounds of the side-by-side timing")
     parser.add_argument("--home", default=os.environ.get("WORKBENCH_HOME", "/tmp/h200-vs-pytorch-home"))
     parser.add_argument("--out", required=True, help="the JSON to write (its other rows are kept)")
     args = parser.parse_args()
@@ -115,14 +149,19 @@ def main() -> None:
         runpy.run_path(str(STANDIN))["save"](folder / "standin.onnx")
     for name in models:
         for precision in args.precisions.split(","):
-            base = eager(name, precision)
+            got, run = tune_for(name, precision, args.minutes, args.trials, args.home, folder, args.target,
+                                args.strategy)
+            row = {"model": name, "precision": precision, **got, "strategy": args.strategy,
+                   "minutes": args.minutes, "seeds": 1}
+            try:
+                row |= side_by_side(name, precision, run, "cuda" if args.target == "cuda" else "cpu", args.rounds)
+            except Exception as e:  # noqa: BLE001 - the run's own figures stand; the row says why these are missing
+                row["timed"] = f"side by side failed: {type(e).__name__}: {e}"
             if name == "standin":
-                base = {"pytorch_ms": None, "onnxruntime_ms": onnxruntime_ms("standin", folder),
+                row |= {"onnxruntime_ms": onnxruntime_ms("standin", folder),
                         "pytorch_how": "none: an ONNX file (onnxruntime, CPU provider, beside it)"}
-            got = tune_for(name, precision, args.minutes, args.trials, args.home, folder, args.target)
-            ref = base.get("pytorch_ms") or base.get("onnxruntime_ms")
-            row = {"model": name, "precision": precision, **base, **got, "minutes": args.minutes, "seeds": 1,
-                   "ratio": round(ref / got["tuned_ms"], 3) if ref and got.get("tuned_ms") else None}
+            ref = row.get("pytorch_ms") or row.get("onnxruntime_ms")
+            row["ratio"] = round(ref / row["tuned_ms"], 3) if ref and row.get("tuned_ms") else None
             rows = [r for r in rows if (r["model"], r["precision"]) != (name, precision)] + [row]
             out.write_text(json.dumps({"models": rows}, indent=1) + "\n")
             print(json.dumps(row), flush=True)

@@ -31,16 +31,16 @@ STANDIN = Path(__file__).resolve().parents[1] / "tests" / "onnx_standin.py"
 WARM_UP_S = 2.0
 
 
-def cuda_median_ms(module, x, repeats: int = 200, autocast: bool = False) -> float:
+def cuda_median_ms(module, x, repeats: int = 200, autocast: bool = False, warm_up_s: float = WARM_UP_S) -> float:
     """The median of `repeats` CUDA-event timings of `module(x)` after warming up (20 calls and at least
-    `WARM_UP_S` seconds: an idle GPU's clocks take a moment to rise), without autograd; `autocast`: under
+    `warm_up_s` seconds: an idle GPU's clocks take a moment to rise), without autograd; `autocast`: under
     `torch.autocast` to float16."""
     import torch
 
     times = []
     with torch.no_grad(), torch.autocast("cuda", dtype=torch.float16, enabled=autocast):
         calls, t0 = 0, time.perf_counter()
-        while calls < 20 or time.perf_counter() - t0 < WARM_UP_S:
+        while calls < 20 or time.perf_counter() - t0 < warm_up_s:
             module(x)
             calls += 1
             if calls % 20 == 0:
