@@ -42,6 +42,13 @@ def test_a_pytorch_cnn_tuned_through_tune_gives_its_outputs(tmp_path):
     y_np = model(x.numpy())
     y_np = y_np[0] if isinstance(y_np, tuple) else y_np
     torch.testing.assert_close(torch.from_numpy(y_np), cnn(x).detach(), rtol=1e-4, atol=1e-5)
+    x2 = torch.randn(1, 3, 16, 16)  # inputs alike the last call's skip the full check: still its own outputs
+    y2 = model(x2)
+    torch.testing.assert_close(y2[0] if isinstance(y2, tuple) else y2, cnn(x2).detach(), rtol=1e-4, atol=1e-5)
+    with pytest.raises(wb.SpecError, match="must be 1x3x16x16 float32, got 2x3x16x16 float32"):
+        model(torch.randn(2, 3, 16, 16))
+    with pytest.raises(wb.SpecError, match="got 1x3x16x16 float64"):
+        model(x2.double())
 
 
 def test_tune_magic_takes_a_module_from_the_notebooks_namespace(tmp_path, monkeypatch):
