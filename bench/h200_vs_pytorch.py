@@ -32,6 +32,7 @@ from typing import Any
 import workbench as wb
 from bench.side_by_side import ROUNDS, Contender, cpu_timer, cuda_timer, interleaved, summary, tvm_contenders
 from bench.vs_pytorch import STANDIN, onnxruntime_ms
+from workbench.options import strategy_for
 from workbench.runs.headline import model_ms
 
 
@@ -100,7 +101,7 @@ def _standin_shape() -> tuple[int, ...]:
 
 
 def tune_for(name: str, precision: str, minutes: float, trials: int, home: str, folder: Path,
-             target: str = "cuda", strategy: str = "evolutionary") -> tuple[dict, Any]:
+             target: str = "cuda", strategy: str = "auto") -> tuple[dict, Any]:
     """One run of `name` at `precision`, asked to Finish `minutes` after it was started: its kept model's row (the
     run's own timings) and the run."""
     if name == "standin":
@@ -134,7 +135,7 @@ def main() -> None:
     parser.add_argument("--precisions", default="fp32,fp16")
     parser.add_argument("--minutes", type=float, default=10.0)
     parser.add_argument("--trials", type=int, default=4000, help="a budget the minutes end first")
-    parser.add_argument("--strategy", default="evolutionary", help="the runs' search strategy (TuneSpec.strategy)")
+    parser.add_argument("--strategy", default="auto", help="the runs' search strategy (TuneSpec.strategy)")
     parser.add_argument("--target", default="cuda", help="cpu: a smoke test of the script (PyTorch on the CPU)")
     parser.add_argument("--rounds", type=int, default=ROUNDS, help="interleaved rounds of the side-by-side timing")
     parser.add_argument("--home", default=os.environ.get("WORKBENCH_HOME", "/tmp/h200-vs-pytorch-home"))
@@ -151,7 +152,8 @@ def main() -> None:
         for precision in args.precisions.split(","):
             got, run = tune_for(name, precision, args.minutes, args.trials, args.home, folder, args.target,
                                 args.strategy)
-            row = {"model": name, "precision": precision, **got, "strategy": args.strategy,
+            row = {"model": name, "precision": precision, **got,
+                   "strategy": strategy_for(args.strategy, "cuda" if args.target == "cuda" else "cpu", precision),
                    "minutes": args.minutes, "seeds": 1}
             try:
                 row |= side_by_side(name, precision, run, "cuda" if args.target == "cuda" else "cpu", args.rounds)

@@ -340,3 +340,14 @@ def test_a_raise_gives_every_shard_new_trials_by_cost_on_top_of_what_it_had():
     assert sum(s.trials for s in raised.shards) == 640 and sum(new.values()) == 320
     assert all(64 <= n <= 96 for n in new.values()), new  # the four shards' costs are about equal
     assert [set(s.tasks) for s in raised.shards] == [set(s.tasks) for s in shards]
+
+
+def test_auto_strategy_is_the_lean_evolution_only_at_fp16_on_a_gpu() -> None:
+    from workbench.options import strategy_for, strategy_note
+
+    assert TuneSpec().strategy == "auto"
+    assert strategy_for("auto", "cuda", "fp16") == "evolutionary-lean"
+    assert strategy_for("auto", "cuda", "fp32") == strategy_for("auto", "cpu", "fp16") == "evolutionary"
+    assert strategy_for("evolutionary", "cuda", "fp16") == "evolutionary"  # what the user set is what happens
+    assert "--strategy evolutionary" in strategy_note("auto", "cuda", "fp16")
+    assert strategy_note("auto", "cuda", "fp32") is None and strategy_note("evolutionary", "cuda", "fp16") is None

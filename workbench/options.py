@@ -17,10 +17,32 @@ COST_MODELS = {
     "random": "random scores: the search is not guided",
 }
 STRATEGIES = {
+    "auto": "evolutionary-lean at fp16 on a GPU, evolutionary otherwise",
     "evolutionary": "TVM's evolutionary search",
     "evolutionary-lean": "that, with a quarter of its population and half its generations",
     "replay-trace": "TVM's ReplayTrace: random draws of the design space",
 }
+
+
+def strategy_for(strategy: str, target_kind: str, precision: str) -> str:
+    """The search strategy a run's clients use: `strategy` as given, or for "auto" the lean evolution at fp16 on a
+    GPU (a tensor-core candidate costs about a second of a core to lower and verify, so TVM's evolution gets few
+    batches, and the lean one found faster models in the same time: docs/benchmarks.md), TVM's evolution otherwise
+    (where the lean one's quality is not measured)."""
+    if strategy != "auto":
+        return strategy
+    return "evolutionary-lean" if target_kind == "cuda" and precision == "fp16" else "evolutionary"
+
+
+def strategy_note(strategy: str, target_kind: str, precision: str) -> str | None:
+    """What the plan says where "auto" chose other than TVM's evolution."""
+    if strategy != "auto" or strategy_for(strategy, target_kind, precision) == "evolutionary":
+        return None
+    return ("fp16 on a GPU: each task is searched with the lean evolution (a quarter of TVM's population, half its "
+            "generations), since tensor-core candidates are costly to check and it finds faster models in the same "
+            "time; --strategy evolutionary asks for TVM's")
+
+
 PRECISIONS = {
     "fp32": "float32 throughout: the model as given",
     "fp16": "matmuls and convolutions in float16 with float32 accumulation, the rest in float16 (Relax's "

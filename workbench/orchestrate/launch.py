@@ -11,7 +11,7 @@ from workbench import diskspace
 from workbench.hardware import Hardware, check_sweep_here, detect, resolve_target, target_spec
 from workbench.models.load import check_model, load_model
 from workbench.models.torch_module import is_torch_model, save_torch_model
-from workbench.options import EngineOptions
+from workbench.options import EngineOptions, strategy_note
 from workbench.plan import task_file
 from workbench.plan.budget import cost_model_note, plan_budget
 from workbench.plan.plan import Plan
@@ -118,6 +118,8 @@ def plan_with_tasks(spec: TuneSpec, hw: Hardware | None = None, options: EngineO
         notes.append(no_baseline)
     cost_note = cost_model_note(spec, [s.trials for s in shards])
     notes += [cost_note] if cost_note else []
+    search_note = strategy_note(spec.strategy, kind, spec.precision)
+    notes += [search_note] if search_note else []
     if not spec.fresh:  # where the memory already knows a task, the run starts from its best known schedule
         library = memory.library(home or workbench_home(), memory.key(tspec, spec.slices[0]))
         refused = memory.unreadable(library)

@@ -38,7 +38,7 @@ XGB_WARMUP = 100  # TVM's XGBModel scores candidates at random until it holds th
 def cost_model_note(spec: TuneSpec, shard_trials: list[int]) -> str | None:
     """What the plan says when shards measure too few trials for their XGBoost cost model to leave its random
     warm-up (each shard client has its own model, and a fresh one): None when every shard's search is guided by it."""
-    if spec.cost_model != "xgb" or not spec.strategy.startswith("evolutionary"):
+    if spec.cost_model != "xgb" or spec.strategy == "replay-trace":
         return None
     low = [t for t in shard_trials if t < XGB_WARMUP]
     if not low:

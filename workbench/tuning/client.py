@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 
 from workbench.hardware import TargetSpec
-from workbench.options import EngineOptions
+from workbench.options import EngineOptions, strategy_for
 from workbench.runs import store
 from workbench.runs.event_types import DefaultsTimed, Error, IntrinsicsLoaded, ShardFinished, ShardStarted, TaskSkipped
 from workbench.runs.events import EventWriter
@@ -276,7 +276,8 @@ def run(job: ShardJob) -> int:
             startup.mark("related")
         contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
             [by_name[n] for n in job.tasks], work_dir=job.work_dir, space="post-order-apply",
-            strategy=strategies.create(job.spec.strategy, job.options.first_round,
+            strategy=strategies.create(strategy_for(job.spec.strategy, job.target.kind, job.spec.precision),
+                                       job.options.first_round,
                                        {memory.workload_hash(by_name[t].dispatched[0]): traces
                                         for t, traces in related.items()}),
             num_threads=1 if same_draws() else job.num_threads, seed=job.seed)

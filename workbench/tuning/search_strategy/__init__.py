@@ -1,14 +1,15 @@
 """Search-strategy plug-ins: how a task's candidates are chosen. `create(name, first_round)` takes a name of
-`workbench.options.STRATEGIES` or a MetaSchedule search strategy (returned as it is)."""
+`workbench.options.STRATEGIES` (resolved: not "auto") or a MetaSchedule search strategy (returned as it is)."""
 from __future__ import annotations
 
 from typing import Any
 
 from workbench.options import FIRST_ROUNDS, STRATEGIES, check
 
-# "evolutionary-lean": TVM's evolution with a quarter of its population (512) and half its generations (4). Search
-# is most of a trial's cost, and XGB scores at random for its first 100 samples, so early on most of that search buys
-# nothing. Not a default: its effect on the tuned model's quality is not measured yet.
+# "evolutionary-lean": TVM's evolution with a quarter of its population (512 -> 128) and half its generations
+# (4 -> 2). Search is most of a trial's cost, and XGB scores at random for its first 100 samples, so early on most of
+# that search buys nothing. The default at fp16 on a GPU (`options.strategy_for`), where it was measured better at
+# equal time; elsewhere its effect on the tuned model's quality is not measured yet.
 LEAN_SEARCH = {"population_size": 128, "genetic_num_iters": 2}
 
 
