@@ -214,3 +214,18 @@ def test_what_a_run_waits_for_follows_its_real_start(cheap_done_run):
     assert [order.index(s) for s in steps if s in order] == sorted(order.index(s) for s in steps if s in order)
     assert all(re.search(r"\(\d+ s\)$", s) for s in said if s), said  # how long the step has lasted
     assert said[-1] == "" and cheap_done_run.waiting_for() == ""  # measured: nothing to wait for
+
+
+def test_a_shard_timing_its_defaults_in_chunks_is_timing_until_its_last() -> None:
+    """A shard of more tasks than a batch times its defaults in several events: until the one with nothing left, the
+    run is still timing defaults, not preparing the search."""
+    from workbench.runs.event_types import DefaultsTimed, ShardPlanned
+    from workbench.runs.waiting import waiting_for
+
+    planned = [ShardPlanned(t=1.0, source="supervisor", shard=s, tuned_at=100, tasks=[f"t{s}"]) for s in (0, 1)]
+    chunk = DefaultsTimed(t=5.0, source="shard-0@100", shard=0, tuned_at=100, defaults_us={"a": 3.0, "b": 4.0}, left=5)
+    said = waiting_for([*planned, chunk], 7.0)
+    assert said == "timing the default schedules: 0 of 2 shards done, 2 tasks timed (2 s)", said
+    last = [DefaultsTimed(t=6.0, source=f"shard-{s}@100", shard=s, tuned_at=100, defaults_us={f"c{s}": 1.0})
+            for s in (0, 1)]
+    assert waiting_for([*planned, chunk, *last], 9.0) == "preparing the search (design spaces, cost model) (3 s)"

@@ -120,11 +120,13 @@ class ShardPlanned(ShardEvent):
 
 @dataclass(frozen=True, kw_only=True)
 class DefaultsTimed(ShardEvent):
-    """Default schedules timed on the servers: us per task (None: not timed, see `errors`)."""
+    """Default schedules timed on the servers: us per task (None: not timed, see `errors`), one event per chunk;
+    `left`: the shard's tasks still to be timed after this chunk (0: its last)."""
     KIND = "defaults"
     defaults_us: dict[str, float | None] = _dict()
     errors: dict[str, str] = _dict()
     seconds: float = 0.0
+    left: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -41,11 +41,14 @@ def waiting_for(events: list[Event], now: float, stage: int | None = None) -> st
     if started:
         return (f"searching, building and measuring the first batch: {len(started)} of {len(shards)} shards "
                 f"searching {ago(ShardStarted)}")
-    timed = {e.shard for e in mine if isinstance(e, DefaultsTimed)}
+    timing = [e for e in mine if isinstance(e, DefaultsTimed)]
+    timed = {e.shard for e in timing if e.left == 0}  # a shard times its defaults in chunks: done at its last
     if any(isinstance(e, Replanned) for e in mine) or (shards and timed >= shards):
         return f"preparing the search (design spaces, cost model) {ago(Replanned, DefaultsTimed)}"
-    if timed:
-        return f"timing the default schedules: {len(timed)} of {len(shards)} shards done {ago(DefaultsTimed)}"
+    if timing:
+        tasks = sum(len(e.defaults_us) for e in timing)
+        return (f"timing the default schedules: {len(timed)} of {len(shards)} shards done, {tasks} "
+                f"task{'s' if tasks != 1 else ''} timed {ago(DefaultsTimed)}")
     if any(isinstance(e, IntrinsicsLoaded) for e in mine):
         return f"timing the default schedules {ago(IntrinsicsLoaded)}"
     if any(isinstance(e, ServerReady) for e in mine):

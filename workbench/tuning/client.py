@@ -259,8 +259,11 @@ def run(job: ShardJob) -> int:
                                 else lambda: wait_for_servers(job))
         if job.replica == 0:  # replicas of a task share its default: the first one times it
             own = [by_name[n] for n in job.tasks] + [by_name[n] for n in job.measure]
+            left = len(own)
             for times, seconds in timed(time_defaults(own, target, builder, runner, job.spec.trials_per_batch)):
-                events.emit(DefaultsTimed(shard=job.shard, tuned_at=job.tuned_at, **defaults_event(times, seconds)))
+                left -= len(times)
+                events.emit(DefaultsTimed(shard=job.shard, tuned_at=job.tuned_at, left=left,
+                                          **defaults_event(times, seconds)))
             startup.mark("defaults")
         if job.await_plan:
             planned = await_plan(job)
