@@ -12,7 +12,7 @@ import tvm, tvm_ffi
 from tvm.s_tir import TensorIntrin
 from workbench.tuning.intrinsics import load_family, _cache_path
 import importlib.util
-report = load_family("cuda", sys.argv[1])
+report = load_family("cuda", sys.argv[1], shipped=False)
 origin = importlib.util.find_spec("tvm.s_tir.tensor_intrin.cuda").origin
 saved = json.load(open(_cache_path(sys.argv[1], "cuda", origin)))
 funcs = tvm.ir.load_json(saved["ir"])
@@ -31,6 +31,17 @@ import tvm.s_tir.tensor_intrin  # what every TuneContext runs: must now be a no-
 import tvm_ffi
 print(json.dumps({"report": report, "wmma": TensorIntrin.get("wmma_sync_16x16x16_f16f16f16") is not None,
                   "index_map": tvm_ffi.get_global_func("tirx.index_map_m16n8k8.matrixC") is not None}))
+"""
+
+SHIPPED = """
+import gzip, json, sys
+from workbench.tuning.intrinsics import _cache_path, _shipped_path, _stub_package
+import importlib.util
+_stub_package()  # finding the module's file must not run the package's __init__ (it parses every family)
+origin = importlib.util.find_spec("tvm.s_tir.tensor_intrin.cuda").origin
+path = _cache_path(sys.argv[1], "cuda", origin)
+parsed, shipped = json.load(open(path)), json.load(gzip.open(_shipped_path(path), "rt"))
+print(json.dumps({"names": shipped["names"] == parsed["names"], "ir": shipped["ir"] == parsed["ir"]}))
 """
 
 CPU = """
@@ -55,6 +66,16 @@ def test_cached_cuda_intrinsics_equal_the_parsed_ones(tmp_path, cuda_intrinsics)
     assert second["report"]["source"] == "cache" and second["report"]["count"] == first["names"]
     assert second["report"]["seconds"] < first["report"]["seconds"]
     assert second["wmma"] and second["index_map"]  # the module's own global functions are registered too
+    # the package ships this TVM's CUDA cache (`intrinsics.ship`): it must hold what parsing gives, intrinsic for
+    # intrinsic, else a fresh machine's clients would register other intrinsics than TVM's import
+    shipped = _run(SHIPPED, str(tmp_path))  # the same IR as TVM's JSON writes it, byte for byte
+    assert shipped == {"names": True, "ir": True}, (
+        f"{shipped}: regenerate with python -m workbench.tuning.intrinsics ship {tmp_path}")
+    fresh = tmp_path / "fresh-home-cache"  # a fresh machine's home: registered from the shipped cache, then its own
+    from_package = _run(SECOND, str(fresh))
+    assert from_package["report"]["source"] == "shipped" and from_package["report"]["count"] == first["names"]
+    assert from_package["wmma"] and from_package["index_map"]
+    assert _run(SECOND, str(fresh))["report"]["source"] == "cache"
     for made in tmp_path.glob("tensor_intrin-cuda-*.json"):  # the later tests of this session need not parse again
         shutil.copy(made, cuda_intrinsics)
     # a corrupt (or stale) cache is parsed again and rewritten: shown on this CPU's family, a few seconds to parse

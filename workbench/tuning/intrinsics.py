@@ -3,9 +3,10 @@
 Every MetaSchedule `TuneContext` runs `import tvm.s_tir.tensor_intrin`, which parses ~90 CUDA
 intrinsics and every other family's from TVMScript: tens of seconds per process. A workbench client
 needs only its target's family (CUDA's tensor-core rules name them), and the parsed PrimFuncs are plain
-IR: the first client saves them as JSON, later ones register them from it in about a second. The family's
-module still runs (its global functions, such as the mma index maps, are registered as usual); only its
-TVMScript parsing is skipped. A name missing from the cache, or a changed TVM, falls back to parsing.
+IR: the first client saves them as JSON, later ones register them from it in about a second, and the package
+ships the CUDA family's JSON for the pinned TVM (`ship`), so that a fresh machine's first client does not parse
+them either. The family's module still runs (its global functions, such as the mma index maps, are registered as
+usual); only its TVMScript parsing is skipped. A name missing from the cache, or a changed TVM, falls back to parsing.
 """
 from __future__ import annotations
 
@@ -117,8 +118,32 @@ def _write_atomic(path: str, text: str) -> None:
     write_text(path, text)
 
 
-def load_family(target_kind: str, cache_dir: str) -> dict:
-    """Register the target family's tensor intrinsics (from the cache when valid); report how."""
+# Caches shipped in the package, made by `ship` for the pinned TVM: a fresh machine's first client registers the
+# CUDA family (~90 intrinsics, 10-16 s to parse on the H200's host, ~50 s on a 2-core CPU) from it. Its name holds the
+# digest of the family's source and TVM's version, so another TVM never reads it.
+SHIPPED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "intrinsics")
+
+
+def _shipped_path(path: str) -> str:
+    return os.path.join(SHIPPED, os.path.basename(path) + ".gz")
+
+
+def _read(path: str) -> dict[str, tuple]:
+    """{name: (desc, impl)} of a cache file (gzipped where its name says so)."""
+    import gzip
+
+    import tvm
+
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt") as f:
+        saved = json.load(f)
+    names, funcs = saved["names"], tvm.ir.load_json(saved["ir"])
+    return {n: (funcs[2 * i], funcs[2 * i + 1]) for i, n in enumerate(names)}
+
+
+def load_family(target_kind: str, cache_dir: str, shipped: bool = True) -> dict:
+    """Register the target family's tensor intrinsics (from the home's cache when valid, else from the package's
+    shipped one for this TVM, unless `shipped` is False); report how."""
     import tvm
 
     if PACKAGE in sys.modules:
@@ -131,20 +156,48 @@ def load_family(target_kind: str, cache_dir: str) -> dict:
     source = importlib.util.find_spec(f"{PACKAGE}.{fam}").origin
     path = _cache_path(cache_dir, fam, source)
     cached: dict[str, tuple] = {}
+    origin = "cache"
     try:
-        with open(path) as f:
-            saved = json.load(f)
-        names, funcs = saved["names"], tvm.ir.load_json(saved["ir"])
-        cached = {n: (funcs[2 * i], funcs[2 * i + 1]) for i, n in enumerate(names)}
-    except Exception:  # noqa: BLE001 - missing, stale or corrupt: parse again and rewrite it
-        cached = {}
+        cached = _read(path)
+    except Exception:  # noqa: BLE001 - missing, stale or corrupt: the shipped one, else parse again and rewrite it
+        cached, origin = {}, "shipped"
+        if shipped and os.path.exists(_shipped_path(path)):
+            try:
+                cached = _read(_shipped_path(path))
+            except Exception:  # noqa: BLE001 - a damaged install: parse
+                cached = {}
     registered: dict[str, tuple] = {}
     with _patched(cached, registered):
         importlib.import_module(f"{PACKAGE}.{fam}")
     missed = [n for n in registered if n not in cached]
-    if missed:
+    if missed or origin == "shipped":  # the home's cache is written either way: later clients read it plainly
         names = list(registered)
         _write_atomic(path, json.dumps({"family": fam, "tvm": tvm.__version__, "names": names,
                                         "ir": tvm.ir.save_json([f for n in names for f in registered[n]])}))
-    return {"source": "parsed" if missed else "cache", "family": fam, "count": len(registered),
+    return {"source": "parsed" if missed else origin, "family": fam, "count": len(registered),
             "parsed": len(missed), "seconds": round(time.time() - t0, 2)}
+
+
+def ship(cache_dir: str) -> str:
+    """Write the package's shipped cache of the CUDA family from a home cache that holds it (a maintainer's step
+    after changing the pinned TVM: `python -m workbench.tuning.intrinsics ship CACHE_DIR`); returns its path."""
+    import gzip
+
+    if PACKAGE not in sys.modules:
+        _stub_package()  # finding the family's file must not run the package's __init__ (it parses every family)
+    source = importlib.util.find_spec(f"{PACKAGE}.cuda").origin
+    path = _cache_path(cache_dir, "cuda", source)
+    _read(path)  # it must load
+    os.makedirs(SHIPPED, exist_ok=True)
+    for old in os.listdir(SHIPPED):  # one TVM's cache at a time
+        if old.startswith("tensor_intrin-cuda-"):
+            os.remove(os.path.join(SHIPPED, old))
+    with open(path, "rb") as f, gzip.GzipFile(_shipped_path(path), "wb", compresslevel=9, mtime=0) as out:
+        out.write(f.read())  # mtime 0: the same cache ships as the same bytes
+    return _shipped_path(path)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] != ["ship"] or len(sys.argv) != 3:
+        sys.exit("usage: python -m workbench.tuning.intrinsics ship CACHE_DIR (a cache holding the CUDA family)")
+    print(ship(sys.argv[2]))
