@@ -105,14 +105,28 @@ def task_info(task) -> TaskInfo:
         flops = float(estimate_tir_flops(func))
     except Exception:  # noqa: BLE001 - some data-movement functions cannot be estimated
         flops = 0.0
-    nbytes = 0.0
-    for f in func.functions.values():
-        for buf in getattr(f, "buffer_map", {}).values():
+    return TaskInfo(task.task_name, int(task.weight), flops, _argument_bytes(func))
+
+
+def _argument_bytes(mod) -> float:
+    """The bytes of a task's arguments (inputs and outputs), from MetaSchedule's ArgInfo: TIR's PrimFunc keeps its
+    buffers in its parameters' types (no buffer_map), and ArgInfo reads them; a dimension that is not a number
+    counts as 1."""
+    import numpy as np
+    from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+
+    total = 0.0
+    for f in mod.functions.values():
+        try:
+            args = ArgInfo.from_prim_func(f)
+        except Exception:  # noqa: BLE001 - not a PrimFunc of buffers: no bytes to count
+            continue
+        for a in args:
             n = 1
-            for dim in buf.shape:
-                n *= int(dim) if hasattr(dim, "value") or isinstance(dim, int) else 1
-            nbytes += n * (int(buf.dtype.bits) // 8 if hasattr(buf.dtype, "bits") else 4)
-    return TaskInfo(task.task_name, int(task.weight), flops, nbytes)
+            for dim in getattr(a, "shape", ()):
+                n *= dim if isinstance(dim, int) else 1
+            total += n * np.dtype(str(a.dtype)).itemsize
+    return total
 
 
 def split_budget(total: int, shares: list[float], floors: list[int]) -> list[int]:
