@@ -31,7 +31,7 @@ def main() -> None:
     from workbench.hardware import detect, target_spec
     from workbench.models.load import load_model
     from workbench.results.compile import compile_with_database
-    from workbench.runs.model import Signature, TensorSpec, TunedModel
+    from workbench.runs.model import Signature, TensorSpec, TunedModel, _from_dlpack
     from workbench.tuning.intrinsics import pass_config
 
     key, _, shape = model_input(args.model)
@@ -49,7 +49,7 @@ def main() -> None:
         tag = "_graph" if graph else ""
         contenders[f"tuned{tag}"] = Contender(built, x)
         if not graph:
-            main_fn, arg = built._main, _tvm(x)  # noqa: SLF001 - the VM call without the workbench's wrapper
+            main_fn, arg = built._main, _from_dlpack(x, built._device)  # noqa: SLF001 - the VM call, no wrapper
             contenders["vm"] = Contender(lambda a, f=main_fn: f(a), arg)
     times = interleaved(contenders, cuda_timer if device == "cuda" else cpu_timer, args.rounds)
     got = {"model": args.model, "precision": args.precision, "device": device,
@@ -59,12 +59,6 @@ def main() -> None:
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(got, indent=1) + "\n")
     print(json.dumps(got), flush=True)
-
-
-def _tvm(x):
-    import tvm
-
-    return tvm.runtime.from_dlpack(x)
 
 
 if __name__ == "__main__":

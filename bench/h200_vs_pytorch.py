@@ -80,15 +80,16 @@ def side_by_side(name: str, precision: str, run: Any, device: str, rounds: int =
         contenders |= tvm_contenders(run, x)
     timer = cuda_timer if device == "cuda" else cpu_timer
     times = interleaved(contenders, timer, rounds)
-    medians = {n: statistics.median(t) for n, t in times.items()}
-    if precision == "fp16":
-        best = min(("pytorch_autocast", "pytorch_half"), key=medians.__getitem__)
+    # the PyTorch figure compared with: fp32 with TF32 off; fp16 the faster variant; none for the stand-in
+    variants = [n for n in (("pytorch_autocast", "pytorch_half") if precision == "fp16" else ("pytorch",))
+                if n in times]
+    best = min(variants, key=lambda n: statistics.median(times[n]), default="")
+    got = summary(times, "tuned", best)
+    if best == "pytorch":
+        got["pytorch_how"] = "eager fp32, TF32 off (pytorch_tf32_ms: on)" if device == "cuda" else "eager fp32"
+    elif best:
         how = "autocast to float16" if best == "pytorch_autocast" else ".half() (weights and input in float16)"
-        extra = {"pytorch_ms": medians[best], "pytorch_tf32_ms": None, "pytorch_how": f"eager fp16, {how}"}
-    else:
-        best = "pytorch" if name != "standin" else ""
-        extra = {"pytorch_how": "eager fp32, TF32 off (pytorch_tf32_ms: on)" if device == "cuda" else "eager fp32"}
-    got = summary(times, "tuned", best) | extra
+        got |= {"pytorch_ms": got[f"{best}_ms"], "pytorch_tf32_ms": None, "pytorch_how": f"eager fp16, {how}"}
     where = "CUDA events" if device == "cuda" else "wall clock"
     got["timed"] = (f"side by side after the run, in one process: {rounds} interleaved rounds of {where}, each "
                     "the median of up to 100 calls from Python (about 0.5 s of them, at least 3); figures are the "
@@ -146,6 +147,7 @@ def main() -> None:
     folder = out.parent
     rows = json.loads(out.read_text())["models"] if out.exists() else []
     models = args.models.split(",")
+    device = "cuda" if args.target == "cuda" else "cpu"
     if "standin" in models:
         runpy.run_path(str(STANDIN))["save"](folder / "standin.onnx")
     for name in models:
@@ -153,10 +155,9 @@ def main() -> None:
             got, run = tune_for(name, precision, args.minutes, args.trials, args.home, folder, args.target,
                                 args.strategy)
             row = {"model": name, "precision": precision, **got,
-                   "strategy": strategy_for(args.strategy, "cuda" if args.target == "cuda" else "cpu", precision),
-                   "minutes": args.minutes, "seeds": 1}
+                   "strategy": strategy_for(args.strategy, device, precision), "minutes": args.minutes, "seeds": 1}
             try:
-                row |= side_by_side(name, precision, run, "cuda" if args.target == "cuda" else "cpu", args.rounds)
+                row |= side_by_side(name, precision, run, device, args.rounds)
             except Exception as e:  # noqa: BLE001 - the run's own figures stand; the row says why these are missing
                 row["timed"] = f"side by side failed: {type(e).__name__}: {e}"
             if name == "standin":

@@ -160,17 +160,17 @@ def load_family(target_kind: str, cache_dir: str, shipped: bool = True) -> dict:
     try:
         cached = _read(path)
     except Exception:  # noqa: BLE001 - missing, stale or corrupt: the shipped one, else parse again and rewrite it
-        cached, origin = {}, "shipped"
+        cached, origin = {}, "parsed"
         if shipped and os.path.exists(_shipped_path(path)):
             try:
-                cached = _read(_shipped_path(path))
+                cached, origin = _read(_shipped_path(path)), "shipped"
             except Exception:  # noqa: BLE001 - a damaged install: parse
                 cached = {}
     registered: dict[str, tuple] = {}
     with _patched(cached, registered):
         importlib.import_module(f"{PACKAGE}.{fam}")
     missed = [n for n in registered if n not in cached]
-    if missed or origin == "shipped":  # the home's cache is written either way: later clients read it plainly
+    if missed or origin != "cache":  # from the shipped cache too: later clients read the home's plainly
         names = list(registered)
         _write_atomic(path, json.dumps({"family": fam, "tvm": tvm.__version__, "names": names,
                                         "ir": tvm.ir.save_json([f for n in names for f in registered[n]])}))
