@@ -110,6 +110,14 @@ def trials_by(batches: list[dict], t: float) -> int:
                for s in {e["shard"] for e in batches})
 
 
+def first_tuned_batch_after_server(events: list[dict]) -> float | None:
+    """Seconds from the first server ready to the first measured batch of a run's events (None if either is
+    missing)."""
+    ready = [e["t"] for e in events if e["kind"] == "server_ready"]
+    batches = [e["t"] for e in events if e["kind"] == "batch"]
+    return round(min(batches) - min(ready), 1) if batches and ready else None
+
+
 def run_one(cfg: dict, args: argparse.Namespace, home: str, seed: int, trials: int, stop_s: float | None,
             fresh: bool = True) -> dict:
     """Run one config; with `stop_s`, `Run.finish()` that many seconds after its `run_started` event. `fresh`: the
@@ -143,8 +151,7 @@ def run_one(cfg: dict, args: argparse.Namespace, home: str, seed: int, trials: i
     t0 = min(e["t"] for e in events if e["kind"] == "run_started")
     batches = [e for e in events if e["kind"] == "batch" and (stop_s is None or e["t"] - t0 <= stop_s)]
     res = run.results.to_dict("records")
-    ready = [e["t"] for e in events if e["kind"] == "server_ready"]
-    first_batch = round(min(e["t"] for e in batches) - min(ready), 1) if batches and ready else None
+    first_batch = first_tuned_batch_after_server(events)
     out = {"config": cfg["name"], "first_tuned_batch_after_server_s": first_batch, "run": run.id, "status": status,
            "message": run.message, "trials_asked": trials,
            "trials": sum(e.get("batch_size", 0) for e in batches), "stop_s": stop_s, "finish_called_s": finished_at,
