@@ -128,3 +128,34 @@ def test_a_task_whose_best_stalls_yields_to_tasks_that_still_improve():
     assert pick([0, 1], [[], [1e-4]], [0, 0], weights, 0.2, 3, random.Random(0)) == 0  # a first batch comes first
     assert stalled(1e-4, 1e-4) and stalled(1e-4, 0.99995e-4) and not stalled(1e-4, 0.9e-4)
     assert not stalled(float("inf"), 1e-4)
+
+
+def test_on_a_gpu_a_costly_tasks_next_batch_comes_before_a_cheap_tasks_first():
+    """Where the plan spends batches by worth (CUDA), each task's history starts from its default schedule's measured
+    time, so the gradient rule sends a costly task's second batch before a cheap task's first, as the plan line says;
+    elsewhere, and for a task whose default was not timed, first batches come first."""
+    import random
+
+    from workbench.plan.budget import batches_by_worth
+    from workbench.tuning.task_scheduler.streaming import pick, stalled, starting_points
+
+    assert batches_by_worth("cuda") and not batches_by_worth("cpu")
+    defaults = {"big": 1e-3, "mid": 3e-4, "small": 1e-4}
+    assert starting_points({"mid": 2e-4}, defaults, by_worth=False) == {"mid": 2e-4}  # a resumed best only
+    start = starting_points({"mid": 2e-4, "big": 2e-3}, defaults, by_worth=True)
+    assert start == {"big": 1e-3, "mid": 2e-4, "small": 1e-4}  # the faster of record and default
+
+    names = ["big", "mid", "small"]
+    history = [[start[n]] for n in names]
+    stale = [0, 0, 0]
+    order = []
+    for _ in range(6):  # each batch halves the task's best: the costly task keeps the lead longer
+        i = pick([0, 1, 2], history, stale, [1.0, 1.0, 1.0], 0.2, 3, random.Random(0))
+        order.append(names[i])
+        stale[i] = stale[i] + 1 if stalled(history[i][-1], history[i][-1] / 2) else 0
+        history[i].append(history[i][-1] / 2)
+    assert order[:2] == ["big", "big"] and order.index("small") > order.index("mid") > 1, order
+    # the same tasks without a timed default: every first batch first, in the plan's order
+    assert pick([0, 1, 2], [[1e-3, 5e-4], [], []], [0, 0, 0], [1.0] * 3, 0.2, 3, random.Random(0)) == 1
+    # a first batch that does not beat the default leaves the task's best there, and counts as no improvement
+    assert stalled(1e-4, min(1e-4, 4e-4))

@@ -27,6 +27,12 @@ MEASURED = "measured time (default schedule's time x weight)"
 LATER_BATCH_WORTH = (1.0, 0.55, 0.4, 0.25)
 
 
+def batches_by_worth(target_kind: str | None) -> bool:
+    """Whether a run on `target_kind` spends its batches by worth (the plan's choice of tasks, and the clients' order of
+    batches: `tuning.task_scheduler.streaming`): on CUDA, where LATER_BATCH_WORTH was measured."""
+    return target_kind == "cuda"
+
+
 def batch_worth(k: int) -> float:
     """What a task's k-th batch (k >= 1) is worth, as a share of its first's."""
     return LATER_BATCH_WORTH[k - 1] if k <= len(LATER_BATCH_WORTH) else 1.0 / k
@@ -149,7 +155,7 @@ def plan_budget(tasks: list[TaskInfo], spec: TuneSpec, target: str | None = None
     asked = min(spec.trials_per_batch, per_task) if per_task else spec.trials_per_batch
     batch = min(asked, trials // spec.shards)  # a budget below a batch per shard measures smaller batches
     check_shards(spec.shards, n, trials, batch)
-    by_worth = target == "cuda"
+    by_worth = batches_by_worth(target)
     if by_worth:  # at least a task per shard, as a batch per task gives
         most_each = math.ceil(per_task / batch) if per_task else None
         n_tuned = max(tasks_worth_a_batch(ranked, trials // batch, most_each), spec.shards)

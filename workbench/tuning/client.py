@@ -217,6 +217,7 @@ def run(job: ShardJob) -> int:
 
     from workbench.models.load import load_model
     from workbench.plan import task_file
+    from workbench.plan.budget import batches_by_worth
     from workbench.plan.tasks import extract_tasks
     from workbench.runs import memory
     from workbench.tuning import builder as builders
@@ -227,7 +228,7 @@ def run(job: ShardJob) -> int:
     from workbench.tuning.default_schedules import defaults_event, time_defaults, timed
     from workbench.tuning.intrinsics import pass_config
     from workbench.tuning.measure_callback.progress import ProgressCallback
-    from workbench.tuning.task_scheduler.streaming import StreamingScheduler
+    from workbench.tuning.task_scheduler.streaming import StreamingScheduler, starting_points
 
     startup.mark("import")
     events = EventWriter(job.events_path, f"shard-{job.shard}@{job.tuned_at}")
@@ -257,11 +258,13 @@ def run(job: ShardJob) -> int:
                                 batch=job.spec.trials_per_batch, timeout_s=job.spec.measure_timeout_s,
                                 wait_for_servers=None if job.options.runner == "local"
                                 else lambda: wait_for_servers(job))
+        defaults_s: dict[str, float] = {}  # each task's default schedule's time, where this client timed it
         if job.replica == 0:  # replicas of a task share its default: the first one times it
             own = [by_name[n] for n in job.tasks] + [by_name[n] for n in job.measure]
             left = len(own)
             for times, seconds in timed(time_defaults(own, target, builder, runner, job.spec.trials_per_batch)):
                 left -= len(times)
+                defaults_s.update((d.task, d.us * 1e-6) for d in times if d.us is not None)
                 events.emit(DefaultsTimed(shard=job.shard, tuned_at=job.tuned_at, left=left,
                                           **defaults_event(times, seconds)))
             startup.mark("defaults")
@@ -331,6 +334,7 @@ def run(job: ShardJob) -> int:
             return 0
         callbacks = list(ms.measure_callback.MeasureCallback.create("default")) + [progress]
         seed = -1 if job.seed is None else job.seed
+        start = starting_points(best, defaults_s, batches_by_worth(job.target.kind))
         if same_draws():
             seed_draws(job.seed)
         with ms.Profiler() as profiler:
@@ -338,7 +342,7 @@ def run(job: ShardJob) -> int:
                           max_trials_per_task=job.spec.trials_per_task,
                           num_trials_per_iter=job.spec.trials_per_batch, builder=builder, runner=runner,
                           database=database, cost_model=cost_model, measure_callbacks=callbacks,
-                          task_scheduler=StreamingScheduler(seed=seed, prior=best, done=done,
+                          task_scheduler=StreamingScheduler(seed=seed, prior=start, done=done,
                                                             cap=job.spec.trials_per_task))
     finally:
         if hasattr(builder, "shutdown"):

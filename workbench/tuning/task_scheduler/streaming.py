@@ -3,12 +3,16 @@
 TVM's `GradientBased` scheduler sends every task's first batch before it joins any of them, so a
 shard of 15 tasks reports nothing until all 15 first batches are searched, built and measured (minutes for a
 model of many tasks). This scheduler joins each batch (measure callbacks
-fire: database, cost model, progress event) before the next search starts, takes tasks in the plan's
-order (costliest first) for their first batch, and then picks by TVM's gradient rule
+fire: database, cost model, progress event) before the next search starts, and picks by TVM's gradient rule
 (`gradient_based.cc`: alpha x backward-window gain + (1 - alpha) x best / rounds, times the task's
-weight). A resumed shard starts each task's history from its best record so far, so that it does not spend
-a first batch on every task again (on a model of many small tasks, most of a raised budget), and holds each task
-to what the user's `trials_per_task` leaves it (TVM's cap counts this session's trials only). A task whose best has
+weight), where a task with no history yet gets its first batch first, in the plan's order (costliest first).
+A task's history starts from what is known of it (`prior`): a resumed shard's best record so far, so that it does
+not spend a first batch on every task again (on a model of many small tasks, most of a raised budget); and where
+the plan spends batches by worth (a GPU: `plan.budget.batches_by_worth`), its default schedule's measured time, so
+that a costly task's second batch comes before a cheap task's first, as the plan said: the rule's best / rounds falls
+as 1 / k with a task's k-th batch, close to the plan's LATER_BATCH_WORTH, and a batch that does not beat the default
+counts as one that did not improve (the model keeps the default there). Each task is held to what the user's
+`trials_per_task` leaves it (TVM's cap counts this session's trials only). A task whose best has
 not improved for `PATIENCE` batches in a row gives its turn to the shard's other tasks while any of them still
 improves (the budget stays the shard's: when all have stalled, the gradient rule picks among all). The search
 inside a task is TVM's own.
@@ -25,6 +29,14 @@ from workbench.units import mean_seconds
 
 PATIENCE = 3  # batches without a better best after which a task yields to tasks that still improve
 IMPROVED = 1e-3  # a best counts as better when it beats the last by more than this fraction (timing jitter)
+
+
+def starting_points(best: dict[str, float], defaults_s: dict[str, float], by_worth: bool) -> dict[str, float]:
+    """Each task's history start (s), by name: its best record (`best`, a resumed shard's); where batches go by worth,
+    also its default schedule's time (`defaults_s`), the faster of the two where both are known."""
+    if not by_worth:
+        return dict(best)
+    return {t: min(best.get(t, math.inf), defaults_s.get(t, math.inf)) for t in {*best, *defaults_s}}
 
 
 def batch_best(results) -> float:
@@ -72,7 +84,7 @@ class StreamingScheduler(PyTaskScheduler):
     def __init__(self, alpha: float = 0.2, window_size: int = 3, seed: int = -1,
                  prior: dict[str, float] | None = None, done: dict[str, int] | None = None,
                  cap: int | None = None) -> None:
-        """`prior`: each task's best mean run time (s) in the shard's database, by task name (a resumed shard);
+        """`prior`: each task's start (s), by task name (`starting_points`);
         `done`: the trials each task has there; `cap`: trials per task in all, those included (None: no cap). A task
         is sent no batch once its trials reach the cap (its last batch may pass it, as TVM's own cap lets it)."""
         super().__init__()
