@@ -6,9 +6,10 @@ candidates (no build, no measurement), on this host's cores.
 The task is the model's costliest by MetaSchedule's estimate (FLOPs x weight) unless `--task` names one. Each
 strategy (`workbench.tuning.search_strategy.create`, as a client makes it) gets a fresh tune context, an empty
 database and an untrained XGB cost model (what every task's first batch meets), and is timed choosing `--batch`
-candidates, `--repeats` times with seeds 0, 1, ...; the JSON holds every timing and the medians. A later batch also
-scores its population with a trained model (feature extraction and prediction per candidate), so the first batch
-is a lower bound on the search's cost per batch. No GPU is needed: the CUDA target is built from `--arch`.
+candidates, `--repeats` times with seeds 0, 1, ...; the JSON holds every timing (with the phases of TVM's profiler)
+and the medians. A later batch also scores its population with a trained model (feature extraction and prediction
+per candidate), so the first batch is a lower bound on the search's cost per batch. No GPU is needed: the CUDA
+target is built from `--arch`.
 """
 from __future__ import annotations
 
@@ -47,13 +48,15 @@ def one_batch(task, strategy: str, batch: int, threads: int, seed: int) -> dict:
         t0 = time.perf_counter()
         spaces = ctx.generate_design_space()
         t1 = time.perf_counter()
-        ctx.pre_tuning(max_trials=batch, num_trials_per_iter=batch, design_spaces=spaces,
-                       database=ms.database.MemoryDatabase(), cost_model=cost_models.create("xgb", threads))
-        candidates = ctx.generate_measure_candidates() or []
+        with ms.Profiler() as profiler:  # TVM's own timed scopes of the search (EvoSearch/...)
+            ctx.pre_tuning(max_trials=batch, num_trials_per_iter=batch, design_spaces=spaces,
+                           database=ms.database.MemoryDatabase(), cost_model=cost_models.create("xgb", threads))
+            candidates = ctx.generate_measure_candidates() or []
         t2 = time.perf_counter()
         ctx.post_tuning()
+    phases = {k: round(float(v), 2) for k, v in profiler.get().items() if float(v) >= 0.01}
     return {"seed": seed, "design_space_s": round(t1 - t0, 2), "search_s": round(t2 - t1, 2),
-            "candidates": len(candidates)}
+            "candidates": len(candidates), "phases_s": phases}
 
 
 def main() -> None:
