@@ -1,5 +1,7 @@
 """How `workbench.results.infer` times a compiled model."""
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -196,3 +198,17 @@ def test_a_stage_whose_model_uses_no_tuned_record_says_so():
     fast, slow = {"latency_ms": [1.0] * 10, "interleaved": True}, {"latency_ms": [2.0] * 10, "interleaved": True}
     assert stage_verdict(fast, slow, uses_tuned_records=False) == (NO_TUNED_SCHEDULE, "untuned")
     assert stage_verdict(fast, slow, uses_tuned_records=True) == ("faster", "tuned")
+
+
+def test_the_timing_worker_imports_tvm_without_torch_and_can_still_time_pytorch():
+    """`procs.import_tvm_before_torch` (the timing worker's and the CLI's tune's first step): TVM is imported while
+    torch is kept out, then torch imports and runs, and the stand-in for torch is off the path again."""
+    code = ("import sys\n"
+            "from workbench.procs import WITHOUT_TORCH, import_tvm_before_torch\n"
+            "import_tvm_before_torch()\n"
+            "print('tvm' in sys.modules, 'torch' in sys.modules, WITHOUT_TORCH in sys.path)\n"
+            "import torch\n"
+            "print(float(torch.ones(2).sum()))\n")
+    pytest.importorskip("torch")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.split() == ["True", "False", "False", "2.0"], out.stdout + out.stderr

@@ -68,6 +68,22 @@ def without_torch(env: dict[str, str]) -> dict[str, str]:
     return {**env, "PYTHONPATH": os.pathsep.join([WITHOUT_TORCH, *paths])}
 
 
+def import_tvm_before_torch() -> None:
+    """Import TVM with torch kept out, then let torch in: for a process that needs both but hands TVM no torch
+    tensor (the CLI's tune, which plans in-process; the timing worker, which times a PyTorch baseline). tvm_ffi
+    imports torch first wherever it is installed, and TVM's import fails one FFI type lookup (disco's), whose error
+    costs 2.4 s with torch's libraries loaded and 0.4 s without (2-core box). Measured there: `import tvm, torch`
+    8.1-8.9 s; TVM first, then torch, 5.4-6.2 s. tvm_ffi's own torch conversions stay off in this process."""
+    if "torch" in sys.modules or "tvm" in sys.modules:
+        return  # too late to choose the order, or already chosen
+    sys.path.insert(0, WITHOUT_TORCH)
+    try:
+        import tvm  # noqa: F401 - the import is the point
+    finally:
+        sys.path[:] = [p for p in sys.path if p != WITHOUT_TORCH]
+        sys.modules.pop("torch", None)
+
+
 def with_torch(env: dict[str, str]) -> dict[str, str]:
     """`env` for a process that imports torch (timing a PyTorch baseline): `WITHOUT_TORCH` taken off its path."""
     paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != WITHOUT_TORCH]

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from workbench.cli.memory import add_memory_parser, run_memory
 from workbench.cli.report import print_results
 from workbench.plan import budget
-from workbench.procs import ProcessError
+from workbench.procs import ProcessError, import_tvm_before_torch
 from workbench.runs.event_types import (
     FAILURES,
     Event,
@@ -246,6 +246,7 @@ def dispatch(args: argparse.Namespace) -> int:
         return 0
     if args.command == "tune":
         t0 = time.time()
+        import_tvm_before_torch()
         run = start_tune(args, home)
         print(f"planned in {time.time() - t0:.1f} s; run {run.id} in {run.dir}", flush=True)
         print(f"plan: {budget.describe(run.plan.budget)}", flush=True)

@@ -25,7 +25,7 @@ from collections.abc import Callable
 import numpy as np
 
 from workbench.noise import PAIRED_LEAST_ROUNDS, CpuWatch
-from workbench.procs import die_with_parent
+from workbench.procs import die_with_parent, import_tvm_before_torch
 from workbench.results import baseline
 from workbench.results.baseline import Baseline
 from workbench.servers.pool import request_session
@@ -261,6 +261,7 @@ def main(argv: list[str] | None = None) -> None:
     with open(argv[0]) as f:
         job = json.load(f)
     die_with_parent(job.get("parent_pid"))
+    import_tvm_before_torch()
     print(f"workbench.results.infer {os.getpid()} started for {job.get('parent_pid')}", flush=True)
     results = run(job)
     if job.get("out"):
