@@ -77,7 +77,7 @@ def test_killed_tracker_fails_the_run_with_a_clear_message(tmp_path):
     spec = wb.TuneSpec(model="mlp-small", shards=1, servers=1, trials=40, trials_per_batch=4, **CHEAP_SEARCH)
     run = wb.tune(spec, home=str(tmp_path))
     _wait_for(run, "batch")
-    os.killpg(_pid_of(run, "tvm.exec.rpc_tracker"), signal.SIGKILL)
+    os.killpg(_pid_of(run, "workbench.servers.rpc_tracker"), signal.SIGKILL)
     t0 = time.monotonic()
     assert run.wait(timeout=120) == "failed"
     assert time.monotonic() - t0 < 60

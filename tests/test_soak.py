@@ -118,7 +118,7 @@ def test_soak_many_runs_from_one_process_leak_nothing(tmp_path, capsys):
     during = _our_listeners(home)  # the check does see a live run's server and tracker
     assert ready["port"] in [port for _, port, _ in during], (ready, during)
     leaders = [_leader_cmd(pid) for _, _, pid in during]  # the other run at once may be ending now
-    assert any("rpc_tracker" in cmd for cmd in leaders), leaders  # the tracker listens from a worker of its group
+    assert any("rpc_tracker" in cmd for cmd in leaders), leaders  # the tracker listens from its group
     for run in at_once:
         _finish(run)
     concurrent_s = round(time.monotonic() - t0, 1)

@@ -163,7 +163,7 @@ class Tracker(ManagedProcess):
     def __init__(self, host: str, log_path: str, env: dict[str, str]) -> None:
         self.host = host
         self.port = free_port(host)
-        argv = python_argv("tvm.exec.rpc_tracker", "--host", host, "--port", str(self.port),
+        argv = python_argv("workbench.servers.rpc_tracker", "--host", host, "--port", str(self.port),
                            "--port-end", str(self.port + 1), "--silent")
         super().__init__("tracker", argv, env, log_path)
 
