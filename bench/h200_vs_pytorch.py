@@ -91,6 +91,10 @@ def side_by_side(name: str, precision: str, run: Any, device: str, rounds: int =
     elif best:
         how = "autocast to float16" if best == "pytorch_autocast" else ".half() (weights and input in float16)"
         got |= {"pytorch_ms": got[f"{best}_ms"], "pytorch_tf32_ms": None, "pytorch_how": f"eager fp16, {how}"}
+    if device == "cuda":  # the card the row was measured on: a lent machine may be an H100 or an H200
+        import torch
+
+        got["gpu"] = torch.cuda.get_device_name(0)
     where = "CUDA events" if device == "cuda" else "wall clock"
     got["timed"] = (f"side by side after the run, in one process: {rounds} interleaved rounds of {where}, each "
                     "the median of up to 100 calls from Python (about 0.5 s of them, at least 3); figures are the "
