@@ -26,6 +26,10 @@ def create(name: Any, first_round: str = "evolutionary", related: dict[str, list
         return name
     check("strategy", name, STRATEGIES)
     check("first_round", first_round, FIRST_ROUNDS)
+    if name.endswith("-neighbours"):
+        from workbench.tuning.search_strategy.neighbours import Neighbours
+
+        return Neighbours(create(name.removesuffix("-neighbours"), first_round))
     kwargs = LEAN_SEARCH if name == "evolutionary-lean" else {}
     if name.startswith("evolutionary") and first_round == "random":
         from workbench.tuning.search_strategy.random_first_round import RandomFirstRound
