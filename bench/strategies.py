@@ -24,11 +24,12 @@ from bench.h200_vs_pytorch import model_input
 from bench.side_by_side import ROUNDS, Contender, cpu_timer, cuda_timer, interleaved, summary
 
 
-def tune(model: str, target: str, trials: int, strategy: str, seed: int, home: str) -> tuple[wb.Run, dict]:
+def tune(model: str, target: str, trials: int, strategy: str, seed: int, home: str, per_batch: int = 16
+         ) -> tuple[wb.Run, dict]:
     key, _, shape = model_input(model)
     t0 = time.time()
     run = wb.tune(wb.TuneSpec(model=key, input_shape=shape, target=target, trials=trials, strategy=strategy,
-                              seed=seed, fresh=True), home=home)
+                              trials_per_batch=per_batch, seed=seed, fresh=True), home=home)
     status = run.wait(timeout=7200)
     row = run.results.to_dict("records")[-1] if run.results.shape[0] else {}
     return run, {"status": status, "run": run.id, "wall_s": round(time.time() - t0, 1),
@@ -40,6 +41,7 @@ def main() -> None:
     parser.add_argument("--model", default="mlp", help="a sample model with an optional batch (resnet18:1)")
     parser.add_argument("--target", default="cpu")
     parser.add_argument("--trials", type=int, default=96)
+    parser.add_argument("--per-batch", type=int, default=16, help="trials per batch (TuneSpec.trials_per_batch)")
     parser.add_argument("--strategies", default="evolutionary,evolutionary-neighbours")
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--rounds", type=int, default=ROUNDS)
@@ -57,7 +59,8 @@ def main() -> None:
     for seed in (int(s) for s in args.seeds.split(",")):
         runs, entry = {}, {"seed": seed}
         for strategy in strategies:
-            runs[strategy], entry[strategy] = tune(args.model, args.target, args.trials, strategy, seed, args.home)
+            runs[strategy], entry[strategy] = tune(args.model, args.target, args.trials, strategy, seed, args.home,
+                                                        args.per_batch)
             print(json.dumps({strategy: entry[strategy]}), flush=True)
         contenders = {s: Contender(r.model(), x) for s, r in runs.items() if r.results.shape[0]}
         times = interleaved(contenders, cuda_timer if device == "cuda" else cpu_timer, args.rounds)
@@ -70,8 +73,9 @@ def main() -> None:
         print(json.dumps(entry), flush=True)
     shares = {s: [e[s]["paired"]["ratio"] for e in seeds if e[s].get("paired")] for s in strategies[1:]}
     won = {s: sum(1 for e in seeds if (e[s].get("paired") or {}).get("verdict") == "faster") for s in strategies[1:]}
-    key = f"{args.model}@{args.target}:{args.trials}"
-    kept[key] = {"model": args.model, "target": args.target, "trials": args.trials, "strategies": strategies,
+    key = f"{args.model}@{args.target}:{args.trials}/{args.per_batch}"
+    kept[key] = {"model": args.model, "target": args.target, "trials": args.trials, "per_batch": args.per_batch,
+                 "strategies": strategies,
                  "against": strategies[0], "seeds": seeds,
                  "summary": {s: {"median_ratio": statistics.median(shares[s]) if shares[s] else None,
                                  "seeds_faster": won[s], "seeds": len(seeds)} for s in strategies[1:]},

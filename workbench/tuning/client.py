@@ -213,6 +213,9 @@ def _all_found(job: ShardJob, by_name: dict, events: EventWriter) -> bool:
 def run(job: ShardJob) -> int:
     startup = StartupClock()
     logging.getLogger("tvm.s_tir.meta_schedule").setLevel(logging.WARNING)
+    said = logging.getLogger("workbench.tuning")  # what our search plug-ins say goes to this client's log
+    said.setLevel(logging.INFO)
+    said.addHandler(logging.StreamHandler())
     from tvm.s_tir import meta_schedule as ms
 
     from workbench.models.load import load_model
