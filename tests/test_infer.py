@@ -128,13 +128,14 @@ def test_timing_says_when_other_processes_kept_the_machine_busy(tmp_path):
     assert f"machine busy while timing: other processes used {busy:.1f} cores; numbers may be noisy" in line
 
 
-def _matmuls(tmp_path, name: str, n: int) -> str:
-    """A 128x128 float32 model of `n` chained matmuls (ms per inference grows with n), compiled for the CPU."""
+def _matmuls(tmp_path, name: str, n: int, size: int = 128) -> str:
+    """A size x size float32 model of `n` chained matmuls (ms per inference grows with n), compiled for the CPU
+    untuned (naive loops)."""
     import tvm
     from tvm import relax
 
     bb = relax.BlockBuilder()
-    x = relax.Var("x", relax.TensorType((128, 128), "float32"))
+    x = relax.Var("x", relax.TensorType((size, size), "float32"))
     with bb.function("main", [x]):
         with bb.dataflow():
             y = x
@@ -147,10 +148,10 @@ def _matmuls(tmp_path, name: str, n: int) -> str:
     return path
 
 
-def _interleaved(libs: dict[str, str]) -> dict[str, dict]:
+def _interleaved(libs: dict[str, str], size: int = 128) -> dict[str, dict]:
     from workbench.results.infer import run
 
-    job = {"device": "cpu", "libs": libs, "reference": None, "input_shape": [128, 128], "dtype": "float32",
+    job = {"device": "cpu", "libs": libs, "reference": None, "input_shape": [size, size], "dtype": "float32",
            "repeat": 15, "min_repeat_ms": 5, "time_budget_s": 2.0, "interleave": True}
     return {r["name"]: r for r in run(job)}
 
@@ -177,6 +178,29 @@ def test_one_library_timed_against_itself_is_within_noise_and_a_slower_one_is_no
     assert said.verdict == "slower" and said.ratio > 2, said.describe()
     assert stage_verdict(by["tuned"], by["untuned"], True) == ("slower", "untuned")
     assert paired_verdict(by["untuned"]["latency_ms"], by["tuned"]["latency_ms"]).verdict == "faster"
+
+
+def test_a_slow_model_is_timed_one_call_a_round_and_still_within_noise_of_itself(tmp_path):
+    """TVM's evaluator spends an untimed warm-up call on every use; a model whose call lasts WALL_CLOCK_MS or more
+    (an untuned CPU build) is timed by the wall clock around one call a round instead, and says so. Two copies of
+    one such binary are still within noise of each other; a fast model beside it keeps the evaluator."""
+    import shutil
+
+    from workbench.noise import paired_verdict
+    from workbench.results.infer import WALL_CLOCK_MS
+
+    slow = _matmuls(tmp_path, "slow", 2, size=384)
+    copy = str(tmp_path / "slow-copy.so")
+    shutil.copyfile(slow, copy)
+    by = _interleaved({"tuned": copy, "untuned": slow}, size=384)
+    assert by["tuned"]["latency_ms_median"] >= WALL_CLOCK_MS / 2, by["tuned"]  # slow enough to test the rule
+    for row in by.values():
+        assert row["timer"] == "wall clock around one call a round" and row["repeats"] >= 8, row
+    said = paired_verdict(by["tuned"]["latency_ms"], by["untuned"]["latency_ms"])
+    assert said.verdict == "within noise", said.describe()
+    fast = _matmuls(tmp_path, "fast", 2)
+    by = _interleaved({"tuned": fast, "untuned": fast})
+    assert by["tuned"]["timer"].startswith("TVM's time evaluator"), by["tuned"]
 
 
 def test_the_paired_test_needs_rounds_and_an_effect():
