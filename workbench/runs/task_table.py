@@ -8,7 +8,7 @@ from typing import Any
 import pandas as pd
 
 from workbench.plan.plan import Plan
-from workbench.runs.event_types import Batch, Compiled, DefaultsTimed, Event, ShardPlanned, TaskSkipped
+from workbench.runs.event_types import Batch, Compiled, DefaultsTimed, Event, ShardPlanned, ShardStarted, TaskSkipped
 
 COLUMNS = ["tuned_at", "task", "state", "weight", "share", "default_us", "best_us", "trials", "kept", "reason"]
 SORTS = {"share": False, "default_us": False, "best_us": False, "trials": False, "state": True, "task": True}
@@ -44,6 +44,11 @@ def task_table(plan: Plan | None, events: list[Event], slices: tuple[int, ...]) 
                 row["best_us"] = e.best_us if math.isnan(row["best_us"]) else min(row["best_us"], e.best_us)
             trials[(*key, e.shard)] = e.task_trials
             row["state"] = "tuning"
+        elif isinstance(e, ShardStarted):
+            for name, n in e.memory_records.items():
+                row = per.get((e.tuned_at, name))
+                if row is not None and not row["reason"]:
+                    row["reason"] = f"started from the tuning memory's best ({n} records)"
         elif isinstance(e, TaskSkipped) and key in per:
             per[key].update(state="skipped", reason=e.reason)
         elif isinstance(e, Compiled):
@@ -52,6 +57,8 @@ def task_table(plan: Plan | None, events: list[Event], slices: tuple[int, ...]) 
                 if row is None:
                     continue
                 row["kept"] = c["kept"]
+                if c["best_us"] is not None and math.isnan(row["best_us"]):  # a record it did not measure: memory's
+                    row["best_us"] = c["best_us"]
                 if row["state"] in ("tuning", "planned"):
                     row["state"] = "tuned" if c["best_us"] is not None else row["state"]
                 if c["kept"] == "default" and c["best_us"] is not None:

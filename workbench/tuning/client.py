@@ -231,6 +231,7 @@ def run(job: ShardJob) -> int:
     from workbench.tuning.default_schedules import defaults_event, time_defaults, timed
     from workbench.tuning.intrinsics import pass_config
     from workbench.tuning.measure_callback.progress import ProgressCallback
+    from workbench.tuning.search_strategy.budgeted import ShardBudget
     from workbench.tuning.task_scheduler.streaming import StreamingScheduler, starting_points
 
     startup.mark("import")
@@ -279,6 +280,7 @@ def run(job: ShardJob) -> int:
             startup.mark("plan")
             if not _all_found(job, by_name, events):
                 return 3
+        budget = ShardBudget()  # the shard's trials, held exactly across its tasks once `remaining` is known
         related = transfer.related_traces([by_name[n] for n in job.tasks], *related_sources(job),
                                           per_task=transfer.OFFERED_PER_TASK * job.spec.trials_per_batch)
         if related:
@@ -288,7 +290,7 @@ def run(job: ShardJob) -> int:
             strategy=strategies.create(strategy_for(job.spec.strategy, job.target.kind, job.spec.precision),
                                        job.options.first_round,
                                        {memory.workload_hash(by_name[t].dispatched[0]): traces
-                                        for t, traces in related.items()}),
+                                        for t, traces in related.items()}, budget),
             num_threads=1 if same_draws() else job.num_threads, seed=job.seed)
         good_ctx, good_w = [], []
         for ctx, w in zip(contexts, weights):
@@ -312,6 +314,7 @@ def run(job: ShardJob) -> int:
             done, best = previous_progress(database, good_ctx)
         done = {task: max(0, n - seeded.get(task, 0)) for task, n in done.items()}  # trials are this run's only
         remaining = max(0, job.trials - sum(done.values()))
+        budget.left = remaining
         progress = ProgressCallback(events.emit, job.shard, job.tuned_at, job.trials, done, best, builder)
         progress.weights.update({c.task_name: float(w) for c, w in zip(good_ctx, good_w)})
         startup.mark("design_spaces")

@@ -13,11 +13,16 @@ from workbench.options import FIRST_ROUNDS, STRATEGIES, check
 LEAN_SEARCH = {"population_size": 128, "genetic_num_iters": 2}
 
 
-def create(name: Any, first_round: str = "evolutionary", related: dict[str, list[Any]] | None = None) -> Any:
+def create(name: Any, first_round: str = "evolutionary", related: dict[str, list[Any]] | None = None,
+           budget: Any = None) -> Any:
     """The search strategy a client tunes with: TVM's (by name), its lean variant, or either evolution with a
     random first round (`RandomFirstRound`, where `first_round` is "random"); where `related` holds traces for some
     workloads ({workload hash: traces}, `tuning.transfer`), wrapped so that their first batch re-applies them
-    (`FromRelated`)."""
+    (`FromRelated`); where `budget` is a `budgeted.ShardBudget`, held to it exactly (`Budgeted`)."""
+    if budget is not None:
+        from workbench.tuning.search_strategy.budgeted import Budgeted
+
+        return Budgeted(create(name, first_round, related), budget)
     if related:
         from workbench.tuning.search_strategy.from_related import FromRelated
 
