@@ -189,10 +189,10 @@ def test_a_slow_model_is_timed_one_call_a_round_and_still_within_noise_of_itself
     from workbench.noise import paired_verdict
     from workbench.results.infer import WALL_CLOCK_MS
 
-    slow = _matmuls(tmp_path, "slow", 2, size=384)
+    slow = _matmuls(tmp_path, "slow", 2, size=512)  # about 2.4x the work of 384: 100 ms or more on either box
     copy = str(tmp_path / "slow-copy.so")
     shutil.copyfile(slow, copy)
-    by = _interleaved({"tuned": copy, "untuned": slow}, size=384)
+    by = _interleaved({"tuned": copy, "untuned": slow}, size=512)
     assert by["tuned"]["latency_ms_median"] >= WALL_CLOCK_MS / 2, by["tuned"]  # slow enough to test the rule
     for row in by.values():
         assert row["timer"] == "wall clock around one call a round" and row["repeats"] >= 8, row
