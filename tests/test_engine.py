@@ -52,6 +52,11 @@ def test_event_log_is_complete(finished_run):
         assert phases["import"] > 0 and abs(sum(phases.values()) - 2 * phases["total"]) < 0.05, phases
     timed = run.event_list("timed")[-1]
     assert 5 <= timed["untuned_repeats"] <= 15 and 5 <= timed["tuned_repeats"] <= 15
+    # the stage's timing worker imported TVM while the stage tuned, then took its job (sweep.start_timer)
+    with open(store.RunDir(run.dir).log("infer-50-stage")) as f:
+        said = f.read()
+    assert "waiting for" in said and "job-50-stage.json" in said and said.index("waiting for") < said.index(
+        "started for"), said[:500]
     batches = run.event_list("batch")
     for e in batches:
         for field in ("t", "shard", "task", "task_trials", "shard_trial_budget", "latest_us", "best_us",

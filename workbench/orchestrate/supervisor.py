@@ -17,6 +17,7 @@ import signal
 import sys
 import time
 import traceback
+from typing import Any
 
 from workbench import diskspace
 from workbench.hardware import GpuInfo, detect
@@ -80,10 +81,12 @@ class Supervisor:
         self.started: set[str] = set()  # every wanted name started once: nothing is started twice
         self.failed_shards: list[str] = []
         self.env = child_env()
+        self.timer: Any = None  # the stage's timing worker (results.sweep.WaitingTimer), importing while it tunes
 
     # -- process bookkeeping -------------------------------------------------------------------
     def _record_procs(self) -> None:
         pids = [p.pid for p in self.clients.values() if p.pid and p.poll() is None]
+        pids += [self.timer.proc.pid] if self.timer and self.timer.proc.poll() is None else []
         if self.pool:
             pids += [s.pid for s in self.pool.servers if s.pid]
             if self.pool.tracker and self.pool.tracker.pid:
@@ -260,6 +263,12 @@ class Supervisor:
         started = self._reconcile_servers(want)
         self._phase("tuning", tuned_at=tuned_at)
         self._reconcile_clients(want)  # clients start up while servers do
+        from workbench.results.sweep import start_timer
+
+        self.timer = start_timer(self.run_dir, tuned_at, self.target, self._host(), self.env,
+                                 parse_tracker(self.spec.tracker) if self.spec.tracker else None,
+                                 torch=bool(self.plan.baseline and self.plan.baseline.get("kind") == "torch"))
+        self._record_procs()
         if started:
             self._report_ready(tuned_at, started)
         elif self.spec.tracker:
@@ -363,10 +372,13 @@ class Supervisor:
             repair_databases(self.run_dir)  # a client stopped mid-write leaves at most one torn record
         finish_stage(self.run_dir, self.spec, self.target, tuned_at, shards, self.events, self._phase, self._host(),
                      self.env, self.plan.trials, early=self.finishing,
-                     baseline=dict(self.plan.baseline) if self.plan.baseline else None)
+                     baseline=dict(self.plan.baseline) if self.plan.baseline else None, timer=self.timer)
+        self.timer = None  # infer_at stopped it
 
     def _cleanup(self) -> None:
         self.launcher.close()  # a cluster's clients all at once, then its client and LocalCluster
+        if self.timer is not None:
+            self.timer.proc.stop()
         self._reconcile(NOTHING)
         if self.pool is not None:
             self.pool.stop()

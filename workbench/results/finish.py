@@ -73,10 +73,11 @@ def versus_baseline(model: dict, timed: dict | None, baseline: dict | None) -> d
 
 def finish_stage(run_dir: str, spec: TuneSpec, target: TargetSpec, tuned_at: int, shards: list[Shard],
                  events: EventWriter, phase, host: SliceHost | None, env: dict[str, str],
-                 trials_asked: int, early: bool = False, baseline: dict | None = None) -> dict:
+                 trials_asked: int, early: bool = False, baseline: dict | None = None, timer=None) -> dict:
     """Merge, floor, compile, verify and time one stage; returns its results row (also in results.json).
 
-    `phase(name)` announces each step (and raises when the run was asked to stop)."""
+    `phase(name)` announces each step (and raises when the run was asked to stop); `timer`: the stage's timing
+    worker, started ahead (`sweep.start_timer`)."""
     from workbench.models.load import in_precision, load_model
     from workbench.plan.tasks import extract_tasks
     from workbench.results.compile import compile_with_database, floored_database, merge_databases
@@ -122,7 +123,7 @@ def finish_stage(run_dir: str, spec: TuneSpec, target: TargetSpec, tuned_at: int
     libs = {"tuned": tuned, "untuned": untuned_path} if kept_tuned else {"untuned": untuned_path}
     rows = infer_at(run_dir, tuned_at, libs, model, target, host, env, reference=reference,
                     tracker=parse_tracker(spec.tracker) if spec.tracker else None, interleave=True,
-                    baseline=baseline, tolerance=tolerance)
+                    baseline=baseline, tolerance=tolerance, timer=timer)
     by = {r["name"]: r for r in rows}
     u = by["untuned"]
     t = by.get("tuned", u)  # no tuned schedule: one binary, timed once

@@ -266,14 +266,35 @@ def _summarise(result: dict, ms_list: list[float], repeats: int, busy: float | N
                   repeats=repeats, busy_cores=busy, timing_s=round(seconds, 3), interleaved=interleaved)
 
 
+JOB_POLL_S = 0.02  # a waiting worker's look for its job: far below a model's timing
+
+
+def _await_job(job_path: str, parent_pid: int, torch: bool) -> dict:
+    """A worker started ahead (`sweep.start_timer`): the imports first, then the job, once its caller writes it."""
+    die_with_parent(parent_pid)
+    import_tvm_before_torch()
+    from tvm import relax  # noqa: F401 - what loading a model needs, imported while the stage tunes
+
+    if torch:
+        import torch as _torch  # noqa: F401 - the PyTorch baseline's library
+    print(f"workbench.results.infer {os.getpid()} waiting for {job_path}", flush=True)
+    while not os.path.exists(job_path):
+        time.sleep(JOB_POLL_S)
+    with open(job_path) as f:
+        return json.load(f)
+
+
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 1:
-        sys.exit("usage: python -m workbench.results.infer JOB_JSON")
-    with open(argv[0]) as f:
-        job = json.load(f)
-    die_with_parent(job.get("parent_pid"))
-    import_tvm_before_torch()
+    if len(argv) in (3, 4) and argv[0] == "--wait":
+        job = _await_job(argv[1], int(argv[2]), argv[3:] == ["--torch"])
+    elif len(argv) == 1:
+        with open(argv[0]) as f:
+            job = json.load(f)
+        die_with_parent(job.get("parent_pid"))
+        import_tvm_before_torch()
+    else:
+        sys.exit("usage: python -m workbench.results.infer JOB_JSON | --wait JOB_JSON PARENT_PID [--torch]")
     print(f"workbench.results.infer {os.getpid()} started for {job.get('parent_pid')}", flush=True)
     results = run(job)
     if job.get("out"):

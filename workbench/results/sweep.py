@@ -5,6 +5,7 @@ import json
 import os
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import pandas as pd
 
@@ -53,41 +54,86 @@ def min_repeat_ms(target_kind: str) -> int:
     return int(given)
 
 
+@dataclass
+class WaitingTimer:
+    """A timing worker started ahead of its job (`start_timer`): it imports TVM (and torch, for a PyTorch baseline)
+    while the stage tunes, then waits for `job_path`. Those imports are most of a short stage's verifying phase."""
+
+    proc: ManagedProcess
+    job_path: str
+    percent: int
+    binding: SliceBinding
+    torch: bool
+
+    def usable(self, percent: int, torch: bool) -> bool:
+        return self.percent == percent and self.torch == torch and self.proc.poll() is None
+
+
+def _worker(run_dir: str, percent: int, target: TargetSpec, host: SliceHost | None, env: dict[str, str],
+            tracker: tuple[str, int, str] | None, torch: bool, tag: str, argv: list[str]) -> tuple:
+    """A timing worker at slice `percent` (not started) and its slice binding."""
+    host = host or SliceHost(target.kind, tuple(sorted(os.sched_getaffinity(0))))
+    binding = apply_slice(host, percent) if tracker is None else on_server(percent, tracker)
+    if torch:  # its threads sleep between ops, as TVM's do: see baseline.py
+        env = {**with_torch(env), "OMP_WAIT_POLICY": env.get("OMP_WAIT_POLICY", "PASSIVE")}
+    proc = ManagedProcess(f"infer-{percent}", python_argv("workbench.results.infer", *argv), {**env, **binding.env},
+                          store.RunDir(run_dir).log(f"infer-{tag}"), cpu_affinity=binding.cores or None)
+    return proc, binding
+
+
+def start_timer(run_dir: str, percent: int, target: TargetSpec, host: SliceHost | None, env: dict[str, str],
+                tracker: tuple[str, int, str] | None = None, torch: bool = False) -> WaitingTimer:
+    """Start the timing worker of stage `percent` now, for `infer_at(..., timer=)` to hand its job to later."""
+    folder = os.path.join(run_dir, "infer")
+    os.makedirs(folder, exist_ok=True)
+    job_path = os.path.join(folder, f"job-{percent}-stage.json")
+    if os.path.exists(job_path):
+        os.remove(job_path)
+    argv = ["--wait", job_path, str(os.getpid()), *(["--torch"] if torch else [])]
+    proc, binding = _worker(run_dir, percent, target, host, env, tracker, torch, f"{percent}-stage", argv)
+    proc.start()
+    return WaitingTimer(proc, job_path, percent, binding, torch)
+
+
 def infer_at(run_dir: str, percent: int, libs: dict[str, str], model, target: TargetSpec,
              host: SliceHost | None, env: dict[str, str], reference: str | None = None,
              timeout: float = INFER_TIMEOUT_S, should_stop: Callable[[], bool] = lambda: False,
              tracker: tuple[str, int, str] | None = None, interleave: bool = False,
-             baseline: dict | None = None, tolerance: str | None = None) -> list[dict]:
+             baseline: dict | None = None, tolerance: str | None = None,
+             timer: WaitingTimer | None = None) -> list[dict]:
     """Run `workbench.results.infer` under slice `percent` of `host` (its first GPU's daemon and the run's
     pinned-memory limit, as its servers had them; None: this process's cores, no MPS) on `libs`; return
     one result dict per library. With `tracker` (HOST, PORT, KEY) the worker times them on a server under that
     key instead, at the slice that server has (`percent` is then only the stage's name). `interleave`: time the
     libraries in turn, round by round, for a paired comparison (`noise.paired_verdict`); `baseline`: a
     `results.baseline.Baseline` (as a dict) to time among them, in a process that may import torch; `tolerance`: the
-    dtype whose tolerances the outputs are checked at against `reference` (None: the reference's own).
+    dtype whose tolerances the outputs are checked at against `reference` (None: the reference's own); `timer`: a
+    worker started ahead at this slice (`start_timer`), used while it waits, else one is started here.
 
     The worker dies with its caller (Linux) and is stopped as soon as `should_stop()` (Interrupted)."""
     folder = os.path.join(run_dir, "infer")
     os.makedirs(folder, exist_ok=True)
-    host = host or SliceHost(target.kind, tuple(sorted(os.sched_getaffinity(0))))
-    binding = apply_slice(host, percent) if tracker is None else on_server(percent, tracker)
     tag = f"{percent}-{'-'.join(sorted(libs))}"
     out = os.path.join(folder, f"result-{tag}.json")
+    torch = bool(baseline and baseline.get("kind") == "torch")
     job = {"device": target.device_type, "libs": libs, "reference": reference, "input_shape": list(model.input_shape),
            "dtype": model.dtype, "slice_percent": percent, "out": out,
            "min_repeat_ms": min_repeat_ms(target.kind), "parent_pid": os.getpid(),
            "rpc": list(tracker) if tracker else None, "server": server_name(tracker) if tracker else None,
            "interleave": interleave, "baseline": baseline, "tolerance": tolerance}
-    job_path = os.path.join(folder, f"job-{tag}.json")
-    with open(job_path, "w") as f:
-        json.dump(job, f)
     if os.path.exists(out):
         os.remove(out)
-    if baseline and baseline.get("kind") == "torch":  # its threads sleep between ops, as TVM's do: see baseline.py
-        env = {**with_torch(env), "OMP_WAIT_POLICY": env.get("OMP_WAIT_POLICY", "PASSIVE")}
-    proc = ManagedProcess(f"infer-{percent}", python_argv("workbench.results.infer", job_path), {**env, **binding.env},
-                          store.RunDir(run_dir).log(f"infer-{tag}"), cpu_affinity=binding.cores or None)
-    proc.start()
+    if timer is not None and timer.usable(percent, torch):
+        proc, binding = timer.proc, timer.binding
+        store.write_json(timer.job_path, job)  # atomically: the waiting worker reads it whole
+    else:
+        if timer is not None:
+            timer.proc.stop()
+        job_path = os.path.join(folder, f"job-{tag}.json")
+        with open(job_path, "w") as f:
+            json.dump(job, f)
+        proc, binding = _worker(run_dir, percent, target, host, env, tracker, torch, tag, [job_path])
+        proc.start()
     try:
         code = _wait(proc, timeout, should_stop)
     finally:
