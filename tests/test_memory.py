@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tarfile
 
+import pandas as pd
 import pytest
 from conftest import ROOT
 
@@ -59,6 +60,27 @@ def test_a_later_run_starts_from_what_an_earlier_one_found(home):
     reasons = second.tasks().set_index("task")["reason"]
     assert all("tuning memory" in reasons[task] for task in started.memory_records), reasons  # the table says why
     assert result["memory_added"] <= 2  # what it held already is not added again
+
+
+def test_a_known_task_outside_the_budget_runs_the_memorys_best(home):
+    """One trial for two tasks the memory knows (the runs above searched both): the task the budget leaves out still
+    runs its best known schedule, not its default, and the task table says so."""
+    home, first = home
+    earlier = [wb.open_run(r, home).tasks() for r in store.run_ids(home)]  # what the memory learnt, by task
+    known = pd.concat(earlier).dropna(subset=["best_us"]).groupby("task")["best_us"].min()
+    assert len(known) == 2, known
+    run = wb.tune(wb.TuneSpec(trials=1, trials_per_batch=1, **FAST), home=home)
+    assert run.wait(timeout=480) == "done", run.message
+    tasks = run.tasks().set_index("task")
+    [left_out] = [t for t in tasks.index if tasks.loc[t, "trials"] == 0]
+    [compiled] = run.event_list("compiled")
+    assert set(compiled["from_memory"]) == {left_out}, compiled["from_memory"]
+    choice = {c["task"]: c for c in compiled["choices"]}[left_out]
+    assert choice["best_us"] is not None and choice["best_us"] <= known[left_out] * 1.0001, (choice, known)
+    if choice["kept"] == "tuned":  # faster than its default as this run timed it
+        assert tasks.loc[left_out, "reason"] == "runs the tuning memory's best schedule", tasks
+        assert tasks.loc[left_out, "state"] == "tuned"
+    assert run.results.iloc[0]["trials_measured"] == 1  # the memory's record is not the run's trial
 
 
 def test_fresh_ignores_the_memory(home):

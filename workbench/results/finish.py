@@ -97,6 +97,7 @@ def finish_stage(run_dir: str, spec: TuneSpec, target: TargetSpec, tuned_at: int
     tvm_target = target.build()
     t0 = time.time()
     tasks = extract_tasks(model.mod, tvm_target)
+    remembered = {} if spec.fresh else from_memory(run_dir, target, tuned_at, merged.path, tasks, tvm_target)
     choices = floored_database(merged.path, folder.best_db(tuned_at), tasks, tvm_target,
                                measured_defaults(run_dir, tuned_at))
     untuned_path = folder.untuned_lib
@@ -118,7 +119,7 @@ def finish_stage(run_dir: str, spec: TuneSpec, target: TargetSpec, tuned_at: int
     events.emit(Compiled(tuned_at=tuned_at, path=tuned, seconds=round(time.time() - t0, 2),
                          tasks_tuned=sum(c.best_us is not None for c in choices), tasks_total=len(choices),
                          untuned_tasks=[c.task for c in choices if c.best_us is None], kept_tuned=kept_tuned,
-                         kept_default=kept_default, choices=[c.to_dict() for c in choices]))
+                         kept_default=kept_default, choices=[c.to_dict() for c in choices], from_memory=remembered))
     phase("verifying", tuned_at=tuned_at)
     libs = {"tuned": tuned, "untuned": untuned_path} if kept_tuned else {"untuned": untuned_path}
     rows = infer_at(run_dir, tuned_at, libs, model, target, host, env, reference=reference,
@@ -160,6 +161,29 @@ def finish_stage(run_dir: str, spec: TuneSpec, target: TargetSpec, tuned_at: int
     results = [r for r in folder.read_results() if r.get("tuned_at") != tuned_at]
     folder.write(store.RESULTS_FILE, results + [row])
     return row
+
+
+def from_memory(run_dir: str, target: TargetSpec, tuned_at: int, merged_dir: str, tasks: list,
+                tvm_target) -> dict[str, int]:
+    """Give each task the stage measured no record of (one outside the budget, or one whose every trial failed) the
+    tuning memory's best record of it, in the stage's merged database: a task the memory knows runs its best known
+    schedule whether or not the budget reached it, and the floor still keeps its default where that is faster
+    (`floored_database`, on this run's timing of the default). {task: records added}; a memory that cannot be read
+    adds nothing."""
+    from types import SimpleNamespace
+
+    from workbench.results.compile import load_database
+
+    library = memory.library(store.home_of(run_dir), memory.key(target, tuned_at))
+    if memory.unreadable(library):
+        return {}
+    db = load_database(merged_dir)
+    missing = [SimpleNamespace(mod=t.dispatched[0], task_name=t.task_name, target=tvm_target) for t in tasks
+               if not (db.has_workload(t.dispatched[0]) and db.get_top_k(db.commit_workload(t.dispatched[0]), 1))]
+    try:
+        return memory.seed(library, db, missing, top_k=1) if missing else {}
+    except Exception:  # noqa: BLE001 - a library being written or another TVM's: the stage is made without it
+        return {}
 
 
 def remember_stage(run_dir: str, spec: TuneSpec, target: TargetSpec, tuned_at: int, db_path: str,

@@ -268,9 +268,10 @@ def known_note(found: dict[str, list[dict[str, Any]]], total: int) -> str:
             f"from their best known schedules (--fresh ignores the memory)")
 
 
-def seed(folder: str, database, contexts) -> dict[str, int]:
-    """Put the library's best records of each context's task in a fresh shard `database`, so that the stage's
-    model is as good as the memory before the first batch and the evolution starts from them; {task: records}."""
+def seed(folder: str, database, contexts, top_k: int = SEED_TOP_K) -> dict[str, int]:
+    """Put the library's `top_k` best records of each context's task in a fresh shard `database`, so that the
+    stage's model is as good as the memory before the first batch and the evolution starts from them; {task:
+    records}. A context needs only `mod`, `task_name` and `target`."""
     from tvm.s_tir import meta_schedule as ms
 
     if not os.path.exists(os.path.join(folder, RECORDS_FILE)):
@@ -280,7 +281,7 @@ def seed(folder: str, database, contexts) -> dict[str, int]:
     for ctx in contexts:
         if not lib.has_workload(ctx.mod):
             continue
-        records = lib.get_top_k(lib.commit_workload(ctx.mod), SEED_TOP_K)
+        records = lib.get_top_k(lib.commit_workload(ctx.mod), top_k)
         wkl = database.commit_workload(ctx.mod)
         for r in records:
             database.commit_tuning_record(ms.database.TuningRecord(r.trace, wkl, r.run_secs, ctx.target,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from workbench.runs.event_base import Event, SliceEvent, _list
+from workbench.runs.event_base import Event, SliceEvent, _dict, _list
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -32,7 +32,8 @@ class Merged(SliceEvent):
 
 @dataclass(frozen=True, kw_only=True)
 class Compiled(SliceEvent):
-    """The stage's model compiled; `choices`: per task {task, default_us, best_us, kept}."""
+    """The stage's model compiled; `choices`: per task {task, default_us, best_us, kept}; `from_memory`: {task:
+    records} of the tasks the run measured no record of, given the tuning memory's best (`finish.from_memory`)."""
     KIND = "compiled"
     path: str = ""
     seconds: float = 0.0
@@ -42,6 +43,7 @@ class Compiled(SliceEvent):
     kept_tuned: list[str] = _list()
     kept_default: list[str] = _list()
     choices: list[dict[str, Any]] = _list()
+    from_memory: dict[str, int] = _dict()
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -61,6 +61,8 @@ def task_table(plan: Plan | None, events: list[Event], slices: tuple[int, ...]) 
                     row["best_us"] = c["best_us"]
                 if row["state"] in ("tuning", "planned"):
                     row["state"] = "tuned" if c["best_us"] is not None else row["state"]
+                if c["task"] in e.from_memory and c["kept"] == "tuned":  # no record of this run's: the memory's
+                    row.update(state="tuned", reason="runs the tuning memory's best schedule")
                 if c["kept"] == "default" and c["best_us"] is not None:
                     row["reason"] = (f"its default ({c['default_us']:.1f} us) beat the best tuned "
                                      f"({c['best_us']:.1f} us): keeps the default")
