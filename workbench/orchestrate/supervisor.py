@@ -17,7 +17,7 @@ import signal
 import sys
 import time
 import traceback
-from typing import Any
+from typing import TYPE_CHECKING
 
 from workbench import diskspace
 from workbench.hardware import GpuInfo, detect
@@ -48,6 +48,9 @@ from workbench.servers.pool import RPCServer, ServerPool, ServerSpec, external_r
 from workbench.servers.slices import SliceHost
 from workbench.servers.telemetry import Sampler
 from workbench.spec import parse_tracker
+
+if TYPE_CHECKING:  # the sweep module imports pandas: the supervisor imports it when a stage is timed
+    from workbench.results.sweep import WaitingTimer
 
 CLIENT_POLL_S = 0.5
 
@@ -81,7 +84,7 @@ class Supervisor:
         self.started: set[str] = set()  # every wanted name started once: nothing is started twice
         self.failed_shards: list[str] = []
         self.env = child_env()
-        self.timer: Any = None  # the stage's timing worker (results.sweep.WaitingTimer), importing while it tunes
+        self.timer: WaitingTimer | None = None  # the stage's timing worker, importing while the stage tunes
 
     # -- process bookkeeping -------------------------------------------------------------------
     def _record_procs(self) -> None:

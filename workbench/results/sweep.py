@@ -69,6 +69,13 @@ class WaitingTimer:
         return self.percent == percent and self.torch == torch and self.proc.poll() is None
 
 
+def _infer_folder(run_dir: str) -> str:
+    """Where a run's timing workers' jobs and results go (made if missing)."""
+    folder = os.path.join(run_dir, "infer")
+    os.makedirs(folder, exist_ok=True)
+    return folder
+
+
 def _worker(run_dir: str, percent: int, target: TargetSpec, host: SliceHost | None, env: dict[str, str],
             tracker: tuple[str, int, str] | None, torch: bool, tag: str, argv: list[str]) -> tuple:
     """A timing worker at slice `percent` (not started) and its slice binding."""
@@ -84,8 +91,7 @@ def _worker(run_dir: str, percent: int, target: TargetSpec, host: SliceHost | No
 def start_timer(run_dir: str, percent: int, target: TargetSpec, host: SliceHost | None, env: dict[str, str],
                 tracker: tuple[str, int, str] | None = None, torch: bool = False) -> WaitingTimer:
     """Start the timing worker of stage `percent` now, for `infer_at(..., timer=)` to hand its job to later."""
-    folder = os.path.join(run_dir, "infer")
-    os.makedirs(folder, exist_ok=True)
+    folder = _infer_folder(run_dir)
     job_path = os.path.join(folder, f"job-{percent}-stage.json")
     if os.path.exists(job_path):
         os.remove(job_path)
@@ -111,8 +117,7 @@ def infer_at(run_dir: str, percent: int, libs: dict[str, str], model, target: Ta
     worker started ahead at this slice (`start_timer`), used while it waits, else one is started here.
 
     The worker dies with its caller (Linux) and is stopped as soon as `should_stop()` (Interrupted)."""
-    folder = os.path.join(run_dir, "infer")
-    os.makedirs(folder, exist_ok=True)
+    folder = _infer_folder(run_dir)
     tag = f"{percent}-{'-'.join(sorted(libs))}"
     out = os.path.join(folder, f"result-{tag}.json")
     torch = bool(baseline and baseline.get("kind") == "torch")
