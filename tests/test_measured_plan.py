@@ -99,3 +99,24 @@ def test_a_plan_without_any_time_stays_by_estimate_and_says_so():
     done = by_measured(plan, wb.TuneSpec(model="mlp-small", trials=16), {t.name: None for t in plan.tasks})
     assert done.plan.timed and done.plan.tuned == plan.tuned and done.estimate_share is None
     assert "could be timed" in done.plan.notes[-1]
+
+
+def test_a_task_the_memory_knows_is_ranked_by_the_time_it_runs_at(tmp_path):
+    """A task whose default is the model's slowest but which the tuning memory already runs fast gives the one batch
+    to the other task; without the memory's time the default's rank stands."""
+    import dataclasses
+
+    from workbench.orchestrate.launch import plan_run
+
+    spec = wb.TuneSpec(model="mlp-small", trials=4, trials_per_batch=4)
+    plan = plan_run(spec, home=str(tmp_path))
+    slow, other = (t.name for t in plan.tasks)
+    defaults = {slow: 100.0, other: 50.0}
+    assert by_measured(plan, spec, defaults).plan.tuned == (slow,)
+    known = plan.replace(tasks=tuple(dataclasses.replace(t, known_us=5.0 if t.name == slow else None)
+                                     for t in plan.tasks))
+    done = by_measured(known, spec, defaults).plan
+    assert done.tuned == (other,), done.tuned
+    by = {t.name: t for t in done.tasks}
+    assert by[slow].cost == 5.0 * by[slow].weight and by[slow].known_us == 5.0  # kept in the plan (plan.json)
+    assert type(done).from_dict(done.to_dict()).tasks == done.tasks

@@ -71,6 +71,10 @@ def test_a_known_task_outside_the_budget_runs_the_memorys_best(home):
     assert len(known) == 2, known
     run = wb.tune(wb.TuneSpec(trials=1, trials_per_batch=1, **FAST), home=home)
     assert run.wait(timeout=480) == "done", run.message
+    # the plan ranked each task by the time it runs at: the memory's best where that beats its default
+    for t in run.plan.tasks:
+        assert t.known_us == pytest.approx(known[t.name], rel=1e-3), (t, known)
+        assert t.default_us is not None and t.cost == pytest.approx(t.weight * min(t.default_us, t.known_us)), t
     tasks = run.tasks().set_index("task")
     [left_out] = [t for t in tasks.index if tasks.loc[t, "trials"] == 0]
     [compiled] = run.event_list("compiled")

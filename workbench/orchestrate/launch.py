@@ -131,6 +131,8 @@ def plan_with_tasks(spec: TuneSpec, hw: Hardware | None = None, options: EngineO
         notes += [memory.refused_note(library, refused)] if refused else []
         notes += [memory.known_note(found, len(tasks))] if found else []
         notes += [memory.similar_note(like)] if like else []
+        best = memory.best_known_us(found, hashes)
+        tasks = [dataclasses.replace(t, known_us=best.get(t.name)) for t in tasks]  # ranked by it once timed
     return Plan(target=tspec, tasks=rows(tasks, budget), budget=budget,
                 shards=tuple(shards), options=options.resolved(kind), gpus=tuple(gpus),
                 input_shape=tuple(model.input_shape), dtype=model.dtype, notes=tuple(notes),

@@ -28,23 +28,24 @@ class PlannedTask:
     cost: float  # what ranked it: its measured time in the model (default_us x weight) once timed, else the estimate
     plan: str  # "tune" | "default" (outside the budget)
     default_us: float | None = None  # its default schedule's time, once the first stage timed it (else estimated)
+    known_us: float | None = None  # its best time in the tuning memory, where the memory knows it
 
     @property
     def info(self) -> TaskInfo:
-        return TaskInfo(self.name, self.weight, self.flops, self.bytes, self.default_us)
+        return TaskInfo(self.name, self.weight, self.flops, self.bytes, self.default_us, self.known_us)
 
     @classmethod
     def of(cls, task: TaskInfo, tuned: bool) -> PlannedTask:
         return cls(task.name, task.weight, task.flops, task.bytes, task.cost, "tune" if tuned else "default",
-                   task.default_us)
+                   task.default_us, task.known_us)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> PlannedTask:
-        us = d.get("default_us")
+        us, known = d.get("default_us"), d.get("known_us")
         info = TaskInfo(d["name"], int(d["weight"]), float(d["flops"]), float(d["bytes"]),
-                        None if us is None else float(us))
+                        None if us is None else float(us), None if known is None else float(known))
         return cls(info.name, info.weight, info.flops, info.bytes, float(d.get("cost", info.cost)),
-                   str(d.get("plan", "tune")), info.default_us)
+                   str(d.get("plan", "tune")), info.default_us, info.known_us)
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ class TaskInfo:
     flops: float
     bytes: float
     default_us: float | None = None  # its default schedule's measured time, once timed (`measured`)
+    known_us: float | None = None  # its best time in the tuning memory, where the memory knows it: what it runs at
 
     @property
     def estimate(self) -> float:
@@ -23,9 +24,12 @@ class TaskInfo:
 
     @property
     def cost(self) -> float:
-        """What ranks and balances the task: its measured time in the model (default time x weight) once timed,
-        else the estimate. A list of tasks is ranked by one or the other, never a mix (`measured`)."""
-        return self.weight * self.default_us if self.default_us is not None else self.estimate
+        """What ranks and balances the task: its measured time in the model once timed (default time x weight, or
+        the memory's best known time where it is faster: the task runs that schedule from the start), else the
+        estimate. A list of tasks is ranked by one or the other, never a mix (`measured`)."""
+        if self.default_us is None:
+            return self.estimate
+        return self.weight * min(self.default_us, self.known_us if self.known_us is not None else self.default_us)
 
 
 def measured(tasks: list[TaskInfo], defaults_us: dict[str, float | None]) -> tuple[list[TaskInfo], list[str]]:

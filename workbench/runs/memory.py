@@ -5,8 +5,10 @@ The contract (home/memory/<key>/, `key()` names the folder):
 - `database_workload.json`, `database_tuning_record.json`: a stock MetaSchedule JSONDatabase, so that other tools
   read it as it is;
 - `sources.json`: `{"key": {...}, "runs": [{"run", "model", "input_shape", "precision", "tuned_at", "t", "records",
-  "workloads": [structural hashes], "signatures": {hash: signature}}]}`: which run taught it which workloads, and
-  what each is like (`signature`), so that the plan names them for the same and for similar tasks.
+  "workloads": [structural hashes], "signatures": {hash: signature}, "best_us": {hash: µs}}]}`: which run taught it
+  which workloads, what each is like (`signature`) and the best time its records measured (`best_us`: the mean of a
+  record's run_secs, as MetaSchedule ranks records), so that the plan names them for the same and for similar tasks
+  and ranks a known task by the time it runs at, not by its default's (entries written before `best_us` have none).
 Writers are a stage's finisher (`remember`) and `workbench memory import`, one at a time under `<key>.lock` beside
 the folder (flock); they append records, never rewrite one, and a record already held is not added again. Readers
 (the launcher's `known`, each client's `seed`) take no lock: a line being appended may be cut, and a reader that
@@ -193,13 +195,15 @@ def remember(folder: str, db_path: str, source: dict[str, Any]) -> tuple[int, st
         os.makedirs(folder, exist_ok=True)
         lib = ms.database.JSONDatabase(work_dir=folder)
         held = {(workload_hash(r.workload.mod), str(r.trace.as_json())) for r in lib.get_all_tuning_records()}
-        added, signatures = 0, {}
+        added, signatures, best_us = 0, {}, {}
         for rec in src.get_all_tuning_records():
             if not rec.run_secs or not all(float(s) < 1e9 for s in rec.run_secs):
                 continue  # a failed measurement: nothing to start from
             h = workload_hash(rec.workload.mod)
             if h not in signatures:
                 signatures[h] = signature(rec.workload.mod)
+            us = 1e6 * sum(float(s) for s in rec.run_secs) / len(rec.run_secs)
+            best_us[h] = min(us, best_us.get(h, us))
             one = (h, str(rec.trace.as_json()))
             if one in held:
                 continue
@@ -210,7 +214,7 @@ def remember(folder: str, db_path: str, source: dict[str, Any]) -> tuple[int, st
             added += 1
         sources = read_json(os.path.join(folder, SOURCES), {"runs": []})
         sources["runs"].append({**source, "t": time.time(), "records": added, "workloads": sorted(signatures),
-                                "signatures": signatures})
+                                "signatures": signatures, "best_us": best_us})
         write_json(os.path.join(folder, SOURCES), sources)
     return added, note
 
@@ -224,6 +228,17 @@ def known(folder: str, hashes: dict[str, str]) -> dict[str, list[dict[str, Any]]
         taught = [r for r in runs if h in r.get("workloads", ())]
         if taught:
             out[task] = sorted(taught, key=lambda r: -r.get("t", 0))
+    return out
+
+
+def best_known_us(found: dict[str, list[dict[str, Any]]], hashes: dict[str, str]) -> dict[str, float]:
+    """{task: the best time (µs) the library's records of it measured}, of the `known` tasks `found` whose runs
+    recorded one (`best_us`)."""
+    out: dict[str, float] = {}
+    for task, taught in found.items():
+        times = [r["best_us"][hashes[task]] for r in taught if hashes[task] in (r.get("best_us") or {})]
+        if times:
+            out[task] = float(min(times))
     return out
 
 
@@ -265,7 +280,8 @@ def known_note(found: dict[str, list[dict[str, Any]]], total: int) -> str:
     if not found:
         return ""
     return (f"{len(found)} of {total} tasks known from the tuning memory ({_runs_named(found)}): they start "
-            f"from their best known schedules (--fresh ignores the memory)")
+            f"from their best known schedules, and the plan counts them at their best known time (--fresh ignores "
+            f"the memory)")
 
 
 def seed(folder: str, database, contexts, top_k: int = SEED_TOP_K) -> dict[str, int]:

@@ -26,7 +26,8 @@ def task_table(plan: Plan | None, events: list[Event], slices: tuple[int, ...]) 
             out = t.plan == "default"
             per[(stage, t.name)] = {
                 "tuned_at": stage, "task": t.name, "state": "default" if out else "planned",
-                "weight": t.weight, "share": math.nan, "default_us": math.nan, "best_us": math.nan, "trials": 0,
+                "weight": t.weight, "share": math.nan, "default_us": math.nan,
+                "best_us": math.nan if t.known_us is None else t.known_us, "trials": 0,
                 "kept": None, "reason": "outside the budget: keeps its default schedule" if out else ""}
     trials: dict[tuple[int, str, int], int] = {}
     for e in events:
@@ -69,8 +70,10 @@ def task_table(plan: Plan | None, events: list[Event], slices: tuple[int, ...]) 
     for (stage, task, _), n in trials.items():
         per[(stage, task)]["trials"] += n
     df = pd.DataFrame(list(per.values()), columns=COLUMNS)
+    known = {t.name: t.known_us for t in tasks if t.known_us is not None}  # counted at the time they run at, as
+    # the plan ranks them (the memory's best, where it beats the default)
     for _stage, part in df.groupby("tuned_at"):
-        time_us = part["default_us"] * part["weight"]
+        time_us = part["default_us"].clip(upper=part["task"].map(known)) * part["weight"]
         total = time_us.sum(skipna=True)
         if total > 0:
             df.loc[part.index, "share"] = (time_us / total).round(4)
