@@ -155,6 +155,12 @@ def test_a_library_this_tvm_cannot_read_is_refused_and_kept(home, tmp_path):
     assert memory.unreadable(folder) == ""  # the new library under the key
     listed = _cli("--home", other, "memory", "list")
     assert listed.returncode == 0 and f"{name}{memory.SET_ASIDE}1: " in listed.stdout and "set aside" in listed.stdout
+    # a library whose sources.json is damaged is refused by the clients as by the plan: no shard seeds from it
+    with open(os.path.join(folder, memory.SOURCES), "w") as f:
+        f.write("[]")
+    assert memory.unreadable(folder) == f"its {memory.SOURCES} is not a tuning memory's"
+    with pytest.raises(ValueError, match="not a tuning memory's"):
+        memory.seed(folder, None, [])
     archive = str(tmp_path / "old.tar.gz")
     with tarfile.open(archive, "w:gz") as tar:  # an older host's export: refused by import, with the reason
         tar.add(aside, arcname=name)

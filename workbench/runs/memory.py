@@ -105,10 +105,9 @@ def _unreadable(folder: str) -> str:
     from tvm.s_tir import meta_schedule as ms
     from tvm.s_tir.schedule import InstructionKind
 
-    sources = read_json(os.path.join(folder, SOURCES))
-    if os.path.exists(os.path.join(folder, SOURCES)) and not (
-            isinstance(sources, dict) and isinstance(sources.get("runs"), list)):
-        return f"its {SOURCES} is not a tuning memory's"
+    why = _sources_why(folder)
+    if why:
+        return why
     lines = {f: _lines(os.path.join(folder, f)) for f in (WORKLOADS_FILE, RECORDS_FILE)}
     kinds: set[str] = set()
     for n, line in enumerate(lines[WORKLOADS_FILE], 1):
@@ -129,6 +128,16 @@ def _unreadable(folder: str) -> str:
             InstructionKind.get(kind)
         except Exception:  # noqa: BLE001 - an instruction this TVM does not register
             return f"its traces use the schedule instruction {kind!r}, which this TVM does not have"
+    return ""
+
+
+def _sources_why(folder: str) -> str:
+    """'' where the library's sources.json is a tuning memory's (or absent), else why not: a check as cheap as
+    reading it, made by every reader, so that the plan and the clients refuse the same libraries."""
+    sources = read_json(os.path.join(folder, SOURCES))
+    if os.path.exists(os.path.join(folder, SOURCES)) and not (
+            isinstance(sources, dict) and isinstance(sources.get("runs"), list)):
+        return f"its {SOURCES} is not a tuning memory's"
     return ""
 
 
@@ -202,7 +211,7 @@ def remember(folder: str, db_path: str, source: dict[str, Any]) -> tuple[int, st
             h = workload_hash(rec.workload.mod)
             if h not in signatures:
                 signatures[h] = signature(rec.workload.mod)
-            us = 1e6 * sum(float(s) for s in rec.run_secs) / len(rec.run_secs)
+            us = round(1e6 * sum(float(s) for s in rec.run_secs) / len(rec.run_secs), 3)  # as batch events say it
             best_us[h] = min(us, best_us.get(h, us))
             one = (h, str(rec.trace.as_json()))
             if one in held:
@@ -292,6 +301,9 @@ def seed(folder: str, database, contexts, top_k: int = SEED_TOP_K) -> dict[str, 
 
     if not os.path.exists(os.path.join(folder, RECORDS_FILE)):
         return {}
+    why = _sources_why(folder)  # the rest of `unreadable`'s verdict is the database's own parse, below
+    if why:
+        raise ValueError(why)
     lib = ms.database.JSONDatabase(work_dir=folder, allow_missing=False)
     out = {}
     for ctx in contexts:
