@@ -65,8 +65,9 @@ def _compile_checkpoint(job: dict) -> str:
 
 
 def checkpoint_series(run: wb.Run, stop_s: float | None, n: int, work: str) -> dict:
-    """The floored model at n evenly spaced batch times up to `stop_s` after run start (all: None), timed with
-    the untuned build in one inference process on the whole device."""
+    """The floored model at n evenly spaced batch times up to `stop_s` after run start (all: None), and, for a run
+    whose shards started from the tuning memory, when they started (its model before any trial), timed with the
+    untuned build in one inference process on the whole device."""
     from workbench.models.load import load_model
     from workbench.results.compile import compile_with_database
     from workbench.results.finish import measured_defaults
@@ -80,6 +81,9 @@ def checkpoint_series(run: wb.Run, stop_s: float | None, n: int, work: str) -> d
     times_all = sorted({e["t"] for e in batches})
     picks = sorted({round((len(times_all) - 1) * (i + 1) / n) for i in range(n)}) if times_all else []
     times = [times_all[i] + 0.01 for i in picks]
+    started = [e for e in events if e["kind"] == "shard_started" and e["tuned_at"] == stage]
+    if started and any(e.get("memory_records") for e in started):  # a warm run: its model before the first batch
+        times.insert(0, max(e["t"] for e in started) + 0.01)
     target = run.plan.target
     model = load_model(run.spec.model, run.spec.input_shape)
     untuned = run.folder.untuned_lib

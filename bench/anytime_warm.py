@@ -7,8 +7,9 @@
 with `--warm-trials` trials at the first config's slice; each seed's configs are then run again in that home, not
 fresh (they read its memory), with the cold runs' stop. Per seed: `warm_time_to_stock_latency_ratio` (the warm run's
 time to within 3 % of stock's final over stock's time to its final; 1.0 when never), `warm_first_ms` (its model at
-its first checkpoint) beside the untuned build. Each warm run's records join that home's memory too, so a later
-seed's warm run also holds the earlier seeds' warm runs: `warm_from` says so.
+its first checkpoint: when its shards start, from the memory's records alone, before any trial) beside the untuned
+build. Each warm run's records join that home's memory too, so a later seed's warm run also holds the earlier seeds'
+warm runs: `warm_from` says so.
 """
 from __future__ import annotations
 

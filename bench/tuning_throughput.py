@@ -131,7 +131,10 @@ def phase_breakdown(events: list[dict]) -> dict:
 
 
 def checkpoint_dbs(run: wb.Run, tuned_at: int, times: list[float], out_root: str) -> list[str]:
-    """For each time, a database with the records each shard had committed by then."""
+    """For each time, a database with the records each shard had committed by then: the records its client put there
+    from the tuning memory before its first trial (`memory_seeded.json`, first in the file), then its trials."""
+    from workbench.runs.memory import seeded
+
     events = run.event_list()
     stage = os.path.join(run.dir, "stages", str(tuned_at))
     shards = sorted(int(d.split("-")[1]) for d in os.listdir(stage) if re.fullmatch(r"shard-\d+", d))
@@ -141,10 +144,10 @@ def checkpoint_dbs(run: wb.Run, tuned_at: int, times: list[float], out_root: str
         for s in shards:
             done = [e["shard_trials"] for e in events if e["kind"] == "batch" and e["shard"] == s
                     and e["tuned_at"] == tuned_at and e["t"] <= t]
-            n = max(done) if done else 0
+            src = os.path.join(stage, f"shard-{s}")
+            n = (max(done) if done else 0) + sum(seeded(src).values())
             d = os.path.join(out_root, f"cp{i}", f"shard-{s}")
             os.makedirs(d, exist_ok=True)
-            src = os.path.join(stage, f"shard-{s}")
             shutil.copy(os.path.join(src, "database_workload.json"), d)
             with open(os.path.join(src, "database_tuning_record.json")) as f:
                 lines = f.readlines()[:n]
