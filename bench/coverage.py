@@ -43,7 +43,9 @@ def coverage(name: str, target: str, shards: int, batches: int, batch: int, home
     while not replanned and run.status == "running":
         time.sleep(1.0)
         replanned = run.typed_events(Replanned)
-    row: dict = {"model": name, "target": target, "shards": shards, "batches_per_shard": batches,
+    hw = wb.detect_hardware()
+    row: dict = {"machine": hw.describe(run.plan.target.kind), "model": name, "target": target, "shards": shards,
+                 "batches_per_shard": batches,
                  "trials_per_batch": batch, "trials": spec.trials, "run": run.id}
     if replanned:
         r = replanned[-1]
