@@ -81,9 +81,12 @@ def checkpoint_series(run: wb.Run, stop_s: float | None, n: int, work: str) -> d
     times_all = sorted({e["t"] for e in batches})
     picks = sorted({round((len(times_all) - 1) * (i + 1) / n) for i in range(n)}) if times_all else []
     times = [times_all[i] + 0.01 for i in picks]
-    started = [e for e in events if e["kind"] == "shard_started" and e["tuned_at"] == stage]
-    if started and any(e.get("memory_records") for e in started):  # a warm run: its model before the first batch
-        times.insert(0, max(e["t"] for e in started) + 0.01)
+    first_start: dict[int, float] = {}  # each shard's first start (a resumed shard starts again)
+    for e in events:
+        if e["kind"] == "shard_started" and e["tuned_at"] == stage:
+            first_start.setdefault(e["shard"], e["t"])
+    if any(e["kind"] == "shard_started" and e.get("memory_records") for e in events):  # warm: before any trial
+        times = sorted({max(first_start.values()) + 0.01, *times})
     target = run.plan.target
     model = load_model(run.spec.model, run.spec.input_shape)
     untuned = run.folder.untuned_lib

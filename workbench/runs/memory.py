@@ -203,7 +203,8 @@ def remember(folder: str, db_path: str, source: dict[str, Any]) -> tuple[int, st
                     f"aside, as it was, to {os.path.basename(aside)}; these records begin a new library")
         os.makedirs(folder, exist_ok=True)
         lib = ms.database.JSONDatabase(work_dir=folder)
-        held = {(workload_hash(r.workload.mod), str(r.trace.as_json())) for r in lib.get_all_tuning_records()}
+        held = {(workload_hash(r.workload.mod), str(r.trace.as_json())): _mean_us(r.run_secs)
+                for r in lib.get_all_tuning_records()}
         added, signatures, best_us = 0, {}, {}
         for rec in src.get_all_tuning_records():
             if not rec.run_secs or not all(float(s) < 1e9 for s in rec.run_secs):
@@ -211,21 +212,27 @@ def remember(folder: str, db_path: str, source: dict[str, Any]) -> tuple[int, st
             h = workload_hash(rec.workload.mod)
             if h not in signatures:
                 signatures[h] = signature(rec.workload.mod)
-            us = round(1e6 * sum(float(s) for s in rec.run_secs) / len(rec.run_secs), 3)  # as batch events say it
-            best_us[h] = min(us, best_us.get(h, us))
             one = (h, str(rec.trace.as_json()))
+            us = held.get(one) or _mean_us(rec.run_secs)  # a record already held keeps the time the library holds
+            best_us[h] = min(us, best_us.get(h, us))
             if one in held:
                 continue
             wkl = lib.commit_workload(rec.workload.mod)
             lib.commit_tuning_record(ms.database.TuningRecord(rec.trace, wkl, rec.run_secs, rec.target,
                                                               rec.args_info))
-            held.add(one)
+            held[one] = us
             added += 1
         sources = read_json(os.path.join(folder, SOURCES), {"runs": []})
         sources["runs"].append({**source, "t": time.time(), "records": added, "workloads": sorted(signatures),
                                 "signatures": signatures, "best_us": best_us})
         write_json(os.path.join(folder, SOURCES), sources)
     return added, note
+
+
+def _mean_us(run_secs) -> float:
+    """A record's time as MetaSchedule ranks records (the mean of its run_secs), in µs rounded as batch events say
+    it."""
+    return round(1e6 * sum(float(s) for s in run_secs) / len(run_secs), 3) if run_secs else float("inf")
 
 
 def known(folder: str, hashes: dict[str, str]) -> dict[str, list[dict[str, Any]]]:

@@ -21,13 +21,14 @@ def task_table(plan: Plan | None, events: list[Event], slices: tuple[int, ...]) 
         return pd.DataFrame(columns=COLUMNS)
     stages = sorted({e.tuned_at for e in events if isinstance(e, ShardPlanned)}) or list(slices[:1])
     per: dict[tuple[int, str], dict[str, Any]] = {}
+    first = slices[0] if slices else None  # the plan's known times are the first slice's library's
     for stage in stages:
         for t in tasks:
             out = t.plan == "default"
             per[(stage, t.name)] = {
                 "tuned_at": stage, "task": t.name, "state": "default" if out else "planned",
                 "weight": t.weight, "share": math.nan, "default_us": math.nan,
-                "best_us": math.nan if t.known_us is None else t.known_us, "trials": 0,
+                "best_us": t.known_us if t.known_us is not None and stage == first else math.nan, "trials": 0,
                 "kept": None, "reason": "outside the budget: keeps its default schedule" if out else ""}
     trials: dict[tuple[int, str, int], int] = {}
     for e in events:
@@ -46,6 +47,11 @@ def task_table(plan: Plan | None, events: list[Event], slices: tuple[int, ...]) 
             trials[(*key, e.shard)] = e.task_trials
             row["state"] = "tuning"
         elif isinstance(e, ShardStarted):
+            if e.memory_note:  # its client could not read the memory: nothing of it runs unless the finisher adds it
+                for name in e.tasks:
+                    row = per.get((e.tuned_at, name))
+                    if row is not None and row["state"] == "planned":
+                        row["best_us"] = math.nan
             for name, n in e.memory_records.items():
                 row = per.get((e.tuned_at, name))
                 if row is not None and not row["reason"]:
@@ -71,9 +77,9 @@ def task_table(plan: Plan | None, events: list[Event], slices: tuple[int, ...]) 
         per[(stage, task)]["trials"] += n
     df = pd.DataFrame(list(per.values()), columns=COLUMNS)
     known = {t.name: t.known_us for t in tasks if t.known_us is not None}  # counted at the time they run at, as
-    # the plan ranks them (the memory's best, where it beats the default)
-    for _stage, part in df.groupby("tuned_at"):
-        time_us = part["default_us"].clip(upper=part["task"].map(known)) * part["weight"]
+    # the plan ranks them (the memory's best, where it beats the default), at the slice whose library it is
+    for stage, part in df.groupby("tuned_at"):
+        time_us = part["default_us"].clip(upper=part["task"].map(known if stage == first else {})) * part["weight"]
         total = time_us.sum(skipna=True)
         if total > 0:
             df.loc[part.index, "share"] = (time_us / total).round(4)
