@@ -13,28 +13,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import runpy
 import time
 from pathlib import Path
 
 import workbench as wb
-from bench.vs_pytorch import STANDIN
+from bench.h200_vs_pytorch import model_to_tune
 from workbench.runs.event_types import Replanned
-
-
-def model_and_shape(name: str, folder: Path) -> tuple[str, tuple[int, ...] | None]:
-    """('standin') -> the stand-in's ONNX file, saved in `folder`, and its input shape; a sample's name as it is."""
-    if name != "standin":
-        return name, None
-    standin = runpy.run_path(str(STANDIN))
-    path = folder / "standin.onnx"
-    standin["save"](path)
-    return str(path), tuple(standin["INPUT_SHAPE"])
 
 
 def coverage(name: str, target: str, shards: int, batches: int, batch: int, home: str, folder: Path,
              stop: bool) -> dict:
-    model, shape = model_and_shape(name, folder)
+    model, shape = model_to_tune(name, folder)
     spec = wb.TuneSpec(model=model, input_shape=shape, target=target, shards=shards, trials_per_batch=batch,
                        trials=shards * batches * batch, fresh=True)
     t0 = time.time()

@@ -106,15 +106,24 @@ def _standin_shape() -> tuple[int, ...]:
     return tuple(runpy.run_path(str(STANDIN))["INPUT_SHAPE"])
 
 
+def model_to_tune(name: str, folder: Path) -> tuple[str, tuple[int, ...] | None]:
+    """('mlp:1024') -> ('mlp', (1024, 768)): what `TuneSpec` takes for a benchmark model (a name without a batch:
+    itself and None, its own shape); `standin`: its ONNX file, saved in `folder`, and its input shape."""
+    if name == "standin":
+        path = folder / "standin.onnx"
+        runpy.run_path(str(STANDIN))["save"](path)
+        return str(path), _standin_shape()
+    if ":" not in name:
+        return name, None
+    key, _, shape = model_input(name)
+    return key, shape
+
+
 def tune_for(name: str, precision: str, minutes: float, trials: int, home: str, folder: Path,
              target: str = "cuda", strategy: str = "auto") -> tuple[dict, Any]:
     """One run of `name` at `precision`, asked to Finish `minutes` after it was started: its kept model's row (the
     run's own timings) and the run."""
-    if name == "standin":
-        model, shape = str(folder / "standin.onnx"), _standin_shape()
-    else:
-        key, _, shape = model_input(name)
-        model = key
+    model, shape = model_to_tune(name, folder)
     t0 = time.time()
     run = wb.tune(wb.TuneSpec(model=model, input_shape=shape, target=target, slices=(100,), precision=precision,
                               trials=trials, strategy=strategy, fresh=True), home=home)
@@ -157,8 +166,6 @@ def main() -> None:
     rows = json.loads(out.read_text())["models"] if out.exists() else []
     models = args.models.split(",")
     device = "cuda" if args.target == "cuda" else "cpu"
-    if "standin" in models:
-        runpy.run_path(str(STANDIN))["save"](folder / "standin.onnx")
     for name in models:
         for precision in args.precisions.split(","):
             got, run = tune_for(name, precision, args.minutes, args.trials, args.home, folder, args.target,

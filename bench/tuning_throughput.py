@@ -138,6 +138,7 @@ def checkpoint_dbs(run: wb.Run, tuned_at: int, times: list[float], out_root: str
     events = run.event_list()
     stage = os.path.join(run.dir, "stages", str(tuned_at))
     shards = sorted(int(d.split("-")[1]) for d in os.listdir(stage) if re.fullmatch(r"shard-\d+", d))
+    seeds = {s: sum(seeded(os.path.join(stage, f"shard-{s}")).values()) for s in shards}  # first in each file
     paths = []
     for i, t in enumerate(times):
         shard_dirs = []
@@ -145,7 +146,7 @@ def checkpoint_dbs(run: wb.Run, tuned_at: int, times: list[float], out_root: str
             done = [e["shard_trials"] for e in events if e["kind"] == "batch" and e["shard"] == s
                     and e["tuned_at"] == tuned_at and e["t"] <= t]
             src = os.path.join(stage, f"shard-{s}")
-            n = (max(done) if done else 0) + sum(seeded(src).values())
+            n = (max(done) if done else 0) + seeds[s]
             d = os.path.join(out_root, f"cp{i}", f"shard-{s}")
             os.makedirs(d, exist_ok=True)
             shutil.copy(os.path.join(src, "database_workload.json"), d)

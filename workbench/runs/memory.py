@@ -213,7 +213,7 @@ def remember(folder: str, db_path: str, source: dict[str, Any]) -> tuple[int, st
             if h not in signatures:
                 signatures[h] = signature(rec.workload.mod)
             one = (h, str(rec.trace.as_json()))
-            us = held.get(one) or _mean_us(rec.run_secs)  # a record already held keeps the time the library holds
+            us = held[one] if one in held else _mean_us(rec.run_secs)  # a held record: the time the library holds
             best_us[h] = min(us, best_us.get(h, us))
             if one in held:
                 continue
