@@ -16,9 +16,11 @@ import pytest
 from conftest import ROOT
 
 import workbench as wb
+from workbench.models.load import load_model
 from workbench.orchestrate.launch import plan_run
-from workbench.runs import memory, store
-from workbench.runs.event_types import ShardStarted
+from workbench.plan.tasks import extract_tasks
+from workbench.runs import memory, memory_share, store
+from workbench.runs.event_types import DefaultsTimed, Replanned, ShardStarted
 
 FAST = dict(model="mlp-small", slices=(100,), cost_model="random", strategy="replay-trace")
 
@@ -38,7 +40,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
 
 def test_a_later_run_starts_from_what_an_earlier_one_found(home):
     home, first = home
-    [row] = memory.listing(home)
+    [row] = memory_share.listing(home)
     assert row["runs"] == 1 and row["models"] == ["mlp-small"] and row["records"] > 0, row
     assert first.results.iloc[0]["memory_added"] == row["records"]
     # a trial per task: which task a single trial goes to follows their measured default times, a coin toss here
@@ -87,6 +89,37 @@ def test_a_known_task_outside_the_budget_runs_the_memorys_best(home):
     assert run.results.iloc[0]["trials_measured"] == 1  # the memory's record is not the run's trial
 
 
+def test_a_later_run_takes_the_default_times_the_memory_holds(home, tmp_path):
+    """The defaults an earlier run timed here are not timed again: the plan is made by them at launch (no wait for a
+    re-plan) and the clients say them as the memory's; --fresh times them, and another TVM's times are not taken."""
+    shutil.copytree(home[0], str(tmp_path / "home"))  # its run would add to the library the other tests count on
+    home = str(tmp_path / "home")
+    [row] = memory_share.listing(home)
+    library = memory.library(home, row["library"])
+    plan = plan_run(wb.TuneSpec(trials=2, **FAST), home=home)
+    hashes = {t.task_name: memory.workload_hash(t.dispatched[0])
+              for t in extract_tasks(load_model("mlp-small").mod, plan.target.build())}
+    remembered = memory.known_defaults(library, hashes)
+    assert set(remembered) == {t.name for t in plan.tasks} and all(us > 0 for us in remembered.values()), remembered
+    assert plan.timed and any("default schedule's time of all 2 tasks" in n for n in plan.notes), plan.notes
+    assert {t.name: t.default_us for t in plan.tasks} == remembered
+    assert not plan_run(wb.TuneSpec(trials=2, fresh=True, **FAST), home=home).timed
+    run = wb.tune(wb.TuneSpec(trials=2, **FAST), home=home)
+    assert run.wait(timeout=480) == "done", run.message
+    said = run.typed_events(DefaultsTimed)
+    assert said and all(e.remembered for e in said), said  # nothing timed again
+    assert {t: us for e in said for t, us in e.defaults_us.items()} == remembered
+    assert not run.typed_events(Replanned)  # planned by measured time before it started
+    # a library entry written by another TVM: its default schedules may differ, so its times are not taken
+    other = str(tmp_path / "other")
+    shutil.copytree(library, other)
+    sources = json.load(open(os.path.join(other, memory.SOURCES)))
+    for r in sources["runs"]:
+        r["tvm"] = "0.0"
+    json.dump(sources, open(os.path.join(other, memory.SOURCES), "w"))
+    assert memory.known_defaults(other, hashes) == {}
+
+
 def test_fresh_ignores_the_memory(home):
     home, _ = home
     plan = plan_run(wb.TuneSpec(trials=4, fresh=True, **FAST), home=home)
@@ -113,8 +146,12 @@ def test_memory_exports_and_imports_between_homes(home, tmp_path):
     got = _cli("--home", other, "memory", "import", archive)
     assert got.returncode == 0, got.stderr
     [(name, added)] = [line.split(": ") for line in got.stdout.strip().splitlines()]
-    [mine] = memory.listing(home)
+    [mine] = memory_share.listing(home)
     assert name == mine["library"] and added == f"{mine['records']} new records"
+    runs = json.load(open(os.path.join(memory.library(home, name), memory.SOURCES)))["runs"]
+    hashes = {h: h for r in runs for h in r.get("default_us") or {}}
+    assert hashes and memory.known_defaults(memory.library(other, name), hashes) == \
+        memory.known_defaults(memory.library(home, name), hashes)  # the default times travel with the records
     again = _cli("--home", other, "memory", "import", archive)
     assert again.stdout.strip().endswith(": 0 new records"), again.stdout  # a record held is not added again
     empty = _cli("--home", str(tmp_path / "empty"), "memory", "export", archive)
@@ -139,7 +176,7 @@ def test_a_library_this_tvm_cannot_read_is_refused_and_kept(home, tmp_path):
     home, first = home
     other = str(tmp_path / "home")
     shutil.copytree(memory.root(home), memory.root(other))
-    [name] = [row["library"] for row in memory.listing(other)]
+    [name] = [row["library"] for row in memory_share.listing(other)]
     folder = memory.library(other, name)
     _as_an_older_tvm_wrote_it(folder)
     files = {f: open(os.path.join(folder, f), "rb").read() for f in os.listdir(folder)}
@@ -194,7 +231,7 @@ def test_a_new_shape_and_a_later_slice_start_from_related_schedules(home):
     assert run.wait(timeout=600) == "done", run.message
     started = {s.tuned_at: s for s in run.typed_events(ShardStarted)}
     assert started[100].related_traces and not started[100].memory_records, started[100]  # similar, not the same
-    known = [d for lib in memory.listing(home) for ds in _decisions(memory.library(home, lib["library"])).values()
+    known = [d for lib in memory_share.listing(home) for ds in _decisions(memory.library(home, lib["library"])).values()
              for d in ds]
     folder = store.RunDir(run.dir)
     at_100 = _decisions(folder.shard_db(100, 0))

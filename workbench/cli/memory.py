@@ -1,4 +1,4 @@
-"""`workbench memory`: list, export and import the home's tuning memory (`runs.memory`)."""
+"""`workbench memory`: list, export and import the home's tuning memory (`runs.memory`, `runs.memory_share`)."""
 from __future__ import annotations
 
 import argparse
@@ -20,11 +20,11 @@ def add_memory_parser(sub) -> None:
 
 
 def run_memory(args: argparse.Namespace, home: str | None) -> int:
-    from workbench.runs import memory
+    from workbench.runs import memory_share  # TVM and the memory only when asked
 
     home = home or workbench_home()
     if args.action == "list":
-        rows = memory.listing(home)
+        rows = memory_share.listing(home)
         if not rows:
             print(f"the tuning memory in {home} is empty: a run's records join it when a stage finishes")
         for r in rows:
@@ -35,12 +35,12 @@ def run_memory(args: argparse.Namespace, home: str | None) -> int:
     if not args.path:
         raise SpecError("path", f"`workbench memory {args.action}` needs a .tar.gz path")
     if args.action == "export":
-        if not memory.listing(home):
+        if not memory_share.listing(home):
             raise SpecError("memory", f"the tuning memory in {home} is empty: nothing to export")
-        print(f"exported {memory.export(home, args.path)}")
+        print(f"exported {memory_share.export(home, args.path)}")
         return 0
     if not os.path.isfile(args.path):
         raise SpecError("path", f"no such file: {args.path}")
-    for name, (added, note) in memory.import_(home, args.path).items():
+    for name, (added, note) in memory_share.import_(home, args.path).items():
         print(f"{name}: {added} new records" + (f"; {note}" if note else ""))
     return 0

@@ -15,7 +15,7 @@ from workbench.options import EngineOptions, strategy_note
 from workbench.plan import task_file
 from workbench.plan.budget import cost_model_note, plan_budget
 from workbench.plan.plan import Plan
-from workbench.plan.replan import rows, shard_plan, shards_for
+from workbench.plan.replan import by_measured, rows, shard_plan, shards_for
 from workbench.plan.tasks import extract_tasks, raised_shards, task_info
 from workbench.results import baseline
 from workbench.results.finish import repair_databases
@@ -120,6 +120,7 @@ def plan_with_tasks(spec: TuneSpec, hw: Hardware | None = None, options: EngineO
     notes += [cost_note] if cost_note else []
     search_note = strategy_note(spec.strategy, kind, spec.precision)
     notes += [search_note] if search_note else []
+    remembered: dict[str, float] = {}
     if not spec.fresh:  # where the memory already knows a task, the run starts from its best known schedule
         library = memory.library(home or workbench_home(), memory.key(tspec, spec.slices[0]))
         refused = memory.unreadable(library)
@@ -133,10 +134,16 @@ def plan_with_tasks(spec: TuneSpec, hw: Hardware | None = None, options: EngineO
         notes += [memory.similar_note(like)] if like else []
         best = memory.best_known_us(found, hashes)
         tasks = [dataclasses.replace(t, known_us=best.get(t.name)) for t in tasks]  # ranked by it once timed
-    return Plan(target=tspec, tasks=rows(tasks, budget), budget=budget,
+        remembered = {} if refused else memory.known_defaults(library, hashes)
+    plan = Plan(target=tspec, tasks=rows(tasks, budget), budget=budget,
                 shards=tuple(shards), options=options.resolved(kind), gpus=tuple(gpus),
                 input_shape=tuple(model.input_shape), dtype=model.dtype, notes=tuple(notes),
-                tracker_servers=servers or None, baseline=chosen.to_dict() if chosen else None), extracted
+                tracker_servers=servers or None, baseline=chosen.to_dict() if chosen else None)
+    if remembered and len(remembered) == len(tasks):  # every default timed before: planned by them now
+        note = (f"the tuning memory holds the default schedule's time of all {len(tasks)} tasks: planned by "
+                "measured time at once, and no default is timed again")
+        plan = by_measured(plan.replace(notes=(*plan.notes, note)), spec, remembered).plan
+    return plan, extracted
 
 
 def tune(spec: TuneSpec | None = None, *, home: str | None = None, runner: str | None = None,

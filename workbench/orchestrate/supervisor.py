@@ -1,11 +1,11 @@
 """`python -m workbench.orchestrate.supervisor RUN_DIR [--resume]`: carry out one run, detached from the caller.
 
-It owns every process of the run (MPS daemons, tracker, servers, clients, inference workers) and writes
-the run's events. For each tuning slice it takes the stage's wanted processes from `stage_plan` (pure)
-and reconciles what runs with them: it starts what is wanted and never ran, and stops what is no
-longer wanted. The stage finisher then merges, compiles, verifies and times. On SIGTERM (Run.stop)
-or any failure it stops everything in order: clients, servers, tracker, then the MPS daemons. A
-notebook kernel may restart meanwhile; the run goes on.
+It owns every process of the run (MPS daemons, tracker, servers, clients, inference workers, the worker building the
+finish's references on a GPU) and writes the run's events. For each tuning slice it takes the stage's wanted
+processes from `stage_plan` (pure) and reconciles what runs with them: it starts what is wanted and never ran, and
+stops what is no longer wanted. The stage finisher then merges, compiles, verifies and times. On SIGTERM (Run.stop) or
+any failure it stops everything in order: clients, servers, tracker, then the MPS daemons. A notebook kernel may
+restart meanwhile; the run goes on.
 """
 from __future__ import annotations
 
@@ -25,7 +25,8 @@ from workbench.mps import MpsDaemon, start_daemons
 from workbench.orchestrate.shard_launch import LocalLauncher, ShardHandle, ShardLaunch, ShardLauncher
 from workbench.orchestrate.stage_plan import NOTHING, StagePlan, stage_plan, wants_mps
 from workbench.plan.tasks import Shard
-from workbench.procs import ProcessError, child_env, tail
+from workbench.procs import child_env, tail
+from workbench.results.prebuild import Prebuild, start_prebuild, wanted_ahead
 from workbench.runs import store
 from workbench.runs.event_types import (
     DefaultsTimed,
@@ -85,15 +86,14 @@ class Supervisor:
         self.failed_shards: list[str] = []
         self.env = child_env()
         self.timer: WaitingTimer | None = None  # the stage's timing worker, importing while the stage tunes
+        self.prebuild: Prebuild | None = None  # the worker building the finish's references while a stage tunes
 
     # -- process bookkeeping -------------------------------------------------------------------
     def _record_procs(self) -> None:
         pids = [p.pid for p in self.clients.values() if p.pid and p.poll() is None]
         pids += [self.timer.proc.pid] if self.timer and self.timer.proc.poll() is None else []
-        if self.pool:
-            pids += [s.pid for s in self.pool.servers if s.pid]
-            if self.pool.tracker and self.pool.tracker.pid:
-                pids.append(self.pool.tracker.pid)
+        pids += [self.prebuild.proc.pid] if self.prebuild and self.prebuild.proc.poll() is None else []
+        pids += self.pool.pids() if self.pool else []
         self.folder.record_procs(supervisor=os.getpid(), groups=pids,
                                  mps_daemons=[d.to_dict() for d in self.daemons.values() if d.started])
 
@@ -271,6 +271,8 @@ class Supervisor:
         self.timer = start_timer(self.run_dir, tuned_at, self.target, self._host(), self.env,
                                  parse_tracker(self.spec.tracker) if self.spec.tracker else None,
                                  torch=bool(self.plan.baseline and self.plan.baseline.get("kind") == "torch"))
+        if self.prebuild is None and wanted_ahead(self.target):
+            self.prebuild = start_prebuild(self.run_dir, self.spec, self.env)
         self._record_procs()
         if started:
             self._report_ready(tuned_at, started)
@@ -351,22 +353,16 @@ class Supervisor:
                     self.events.emit(ShardFailed(shard=shard, tuned_at=tuned_at, exit_code=code,
                                                  log_tail=tail(proc.log_path, 20), log=proc.log_path))
             self.launcher.check()  # a lost Dask scheduler fails the run
-            health = self.pool.health() if self.pool else {"tracker_dead": False, "servers_dead": []}
-            if health["tracker_dead"]:
-                raise ProcessError("the RPC tracker died; measured records are kept in the shard databases")
-            if health["servers_dead"] and len(health["servers_dead"]) == health["servers_wanted"]:
-                raise ProcessError(f"all RPC servers died ({', '.join(health['servers_dead'])}); measured "
-                                   f"records are kept in the shard databases; see {self.run_dir}/logs")
-            self._report_lost_servers(tuned_at, health, lost)
+            self._report_lost_servers(tuned_at, self.pool.check_alive(self.run_dir) if self.pool else [], lost)
             diskspace.check_space(self.run_dir)  # a full disk stops the run before its writers break
             time.sleep(CLIENT_POLL_S)
 
-    def _report_lost_servers(self, tuned_at: int, health: dict, reported: set[str]) -> None:
+    def _report_lost_servers(self, tuned_at: int, dead: list[str], reported: set[str]) -> None:
         """One `server_lost` event per server that died while others measure on (the tracker drops it)."""
         for server in self.pool.servers if self.pool else []:
-            if server.name in health["servers_dead"] and server.name not in reported:
+            if server.name in dead and server.name not in reported:
                 reported.add(server.name)
-                self.events.emit(server.lost_event(tuned_at, health["servers_wanted"] - len(health["servers_dead"])))
+                self.events.emit(server.lost_event(tuned_at, len(self.pool.servers) - len(dead)))
 
     def _finish_stage(self, tuned_at: int, shards: list[Shard]) -> None:
         from workbench.results.finish import finish_stage, repair_databases
@@ -375,13 +371,17 @@ class Supervisor:
             repair_databases(self.run_dir)  # a client stopped mid-write leaves at most one torn record
         finish_stage(self.run_dir, self.spec, self.target, tuned_at, shards, self.events, self._phase, self._host(),
                      self.env, self.plan.trials, early=self.finishing,
-                     baseline=dict(self.plan.baseline) if self.plan.baseline else None, timer=self.timer)
+                     baseline=dict(self.plan.baseline) if self.plan.baseline else None, timer=self.timer,
+                     prebuild=self.prebuild, should_stop=lambda: self.stop_requested)
         self.timer = None  # infer_at stopped it
+        self.prebuild = None  # the finish waited for it
 
     def _cleanup(self) -> None:
         self.launcher.close()  # a cluster's clients all at once, then its client and LocalCluster
         if self.timer is not None:
             self.timer.proc.stop()
+        if self.prebuild is not None:
+            self.prebuild.stop()
         self._reconcile(NOTHING)
         if self.pool is not None:
             self.pool.stop()

@@ -65,8 +65,9 @@ class Plan:
     notes: tuple[str, ...] = ()
     tracker_servers: Mapping[str, Any] | None = None  # what a `--tracker` run's servers said of themselves
     baseline: Mapping[str, Any] | None = None  # what the user would run instead (`results.baseline.Baseline`)
-    # Whether the first stage's defaults were timed and the plan was made again by them (`plan.replan.by_measured`):
-    # the launcher plans by estimate; the supervisor replaces that plan once, before any trial.
+    # Whether the plan was made by the first stage's measured default times (`plan.replan.by_measured`): the launcher
+    # plans by estimate and the supervisor replaces that plan once, before any trial; or, where the tuning memory
+    # holds every task's default time (`memory.known_defaults`), the launcher plans by those at once.
     timed: bool = False
 
     @property

@@ -6,11 +6,13 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from collections.abc import Callable
 
 from workbench import diskspace
 from workbench.hardware import TargetSpec
 from workbench.noise import NO_TUNED_SCHEDULE, paired_verdict, verdict
 from workbench.plan.tasks import Shard
+from workbench.results.prebuild import Prebuild, build_references, references
 from workbench.runs import memory, store
 from workbench.runs.event_types import Compiled, DefaultsTimed, Merged, Timed, Verified
 from workbench.runs.events import EventReader, EventWriter
@@ -73,12 +75,15 @@ def versus_baseline(model: dict, timed: dict | None, baseline: dict | None) -> d
 
 def finish_stage(run_dir: str, spec: TuneSpec, target: TargetSpec, tuned_at: int, shards: list[Shard],
                  events: EventWriter, phase, host: SliceHost | None, env: dict[str, str],
-                 trials_asked: int, early: bool = False, baseline: dict | None = None, timer=None) -> dict:
+                 trials_asked: int, early: bool = False, baseline: dict | None = None, timer=None,
+                 prebuild: Prebuild | None = None, should_stop: Callable[[], bool] = lambda: False) -> dict:
     """Merge, floor, compile, verify and time one stage; returns its results row (also in results.json).
 
     `phase(name)` announces each step (and raises when the run was asked to stop); `timer`: the stage's timing
-    worker, started ahead (`sweep.start_timer`)."""
+    worker, started ahead (`sweep.start_timer`); `prebuild`: the worker building the references ahead
+    (`prebuild.start_prebuild`), waited for until `should_stop()`."""
     from workbench.models.load import in_precision, load_model
+    from workbench.plan import task_file
     from workbench.plan.tasks import extract_tasks
     from workbench.results.compile import compile_with_database, floored_database, merge_databases
     from workbench.results.sweep import infer_at
@@ -96,30 +101,39 @@ def finish_stage(run_dir: str, spec: TuneSpec, target: TargetSpec, tuned_at: int
     model = in_precision(as_given, spec.precision)
     tvm_target = target.build()
     t0 = time.time()
-    tasks = extract_tasks(model.mod, tvm_target)
+    steps: dict[str, float] = {}
+    tasks, _ = task_file.load(run_dir, tvm_target)  # the launcher's extraction; a run folder without it extracts
+    tasks = tasks if tasks is not None else extract_tasks(model.mod, tvm_target)
+    steps["tasks"] = round(time.time() - t0, 2)
     remembered = {} if spec.fresh else from_memory(run_dir, target, tuned_at, merged.path, tasks, tvm_target)
-    choices = floored_database(merged.path, folder.best_db(tuned_at), tasks, tvm_target,
-                               measured_defaults(run_dir, tuned_at))
+    defaults = measured_defaults(run_dir, tuned_at)
+    choices = floored_database(merged.path, folder.best_db(tuned_at), tasks, tvm_target, defaults)
+    if prebuild is not None:  # it alone writes the references while it runs: wait, then build what it left
+        t1 = time.time()
+        if prebuild.wait(should_stop) is None:
+            phase("compiling", tuned_at=tuned_at)  # raises: the run was asked to stop
+        steps["waited_for_references"] = round(time.time() - t1, 2)
+    ready = sorted(name for name, path in references(folder, spec).items() if os.path.exists(path))
+    steps |= build_references(run_dir, spec, target, as_given, model)
     untuned_path = folder.untuned_lib
     config = pass_config(target.kind, spec.precision)  # as the clients built the candidates and defaults
-    if not os.path.exists(untuned_path):
-        compile_with_database(model.mod, tvm_target, None, untuned_path, tir_config=config)
     reference, tolerance = untuned_path, None
     if spec.precision != "fp32":  # checked against the float32 model, at the tolerances of its precision
         reference, tolerance = folder.float32_lib, "float16"
-        if not os.path.exists(reference):
-            compile_with_database(as_given.mod, tvm_target, None, reference)
     kept_tuned = [c.task for c in choices if c.kept == "tuned"]
     tuned = folder.tuned_lib(tuned_at)
     if kept_tuned:
+        t1 = time.time()
         compile_with_database(model.mod, tvm_target, folder.best_db(tuned_at), tuned, tir_config=config)
+        steps["tuned"] = round(time.time() - t1, 2)
     else:  # no tuned record beat its task's default: the stage's model is the untuned build, byte for byte
         store.write_atomic(tuned, lambda tmp: shutil.copyfile(untuned_path, tmp))
     kept_default = [c.task for c in choices if c.kept == "default" and c.best_us is not None]
     events.emit(Compiled(tuned_at=tuned_at, path=tuned, seconds=round(time.time() - t0, 2),
                          tasks_tuned=sum(c.best_us is not None for c in choices), tasks_total=len(choices),
                          untuned_tasks=[c.task for c in choices if c.best_us is None], kept_tuned=kept_tuned,
-                         kept_default=kept_default, choices=[c.to_dict() for c in choices], from_memory=remembered))
+                         kept_default=kept_default, choices=[c.to_dict() for c in choices], from_memory=remembered,
+                         steps_s=steps, references_ready=ready))
     phase("verifying", tuned_at=tuned_at)
     libs = {"tuned": tuned, "untuned": untuned_path} if kept_tuned else {"untuned": untuned_path}
     rows = infer_at(run_dir, tuned_at, libs, model, target, host, env, reference=reference,
@@ -157,7 +171,9 @@ def finish_stage(run_dir: str, spec: TuneSpec, target: TargetSpec, tuned_at: int
            "tasks_tuned": sum(c.best_us is not None for c in choices), "kept_default": len(kept_default),
            "tasks_total": len(choices), **against,
            "library": tuned}
-    row.update(remember_stage(run_dir, spec, target, tuned_at, merged.path, model.input_shape))
+    default_us = {memory.workload_hash(t.dispatched[0]): us for t in tasks
+                  if (us := defaults.get(t.task_name)) is not None}
+    row.update(remember_stage(run_dir, spec, target, tuned_at, merged.path, model.input_shape, default_us))
     results = [r for r in folder.read_results() if r.get("tuned_at") != tuned_at]
     folder.write(store.RESULTS_FILE, results + [row])
     return row
@@ -187,11 +203,13 @@ def from_memory(run_dir: str, target: TargetSpec, tuned_at: int, merged_dir: str
 
 
 def remember_stage(run_dir: str, spec: TuneSpec, target: TargetSpec, tuned_at: int, db_path: str,
-                   input_shape) -> dict:
-    """Add the stage's records to the home's tuning memory (`runs.memory`); the results row's memory fields. A
-    memory that cannot be written costs the run nothing but the note."""
+                   input_shape, default_us: dict[str, float]) -> dict:
+    """Add the stage's records and its tasks' default times (`default_us`: {workload hash: µs}) to the home's tuning
+    memory (`runs.memory`); the results row's memory fields. A memory that cannot be written costs the run nothing
+    but the note."""
     source = {"run": os.path.basename(run_dir), "model": os.path.basename(spec.model),
-              "input_shape": list(input_shape), "precision": spec.precision, "tuned_at": tuned_at}
+              "input_shape": list(input_shape), "precision": spec.precision, "tuned_at": tuned_at,
+              "default_us": default_us}
     try:
         added, note = memory.remember(memory.library(store.home_of(run_dir), memory.key(target, tuned_at)), db_path,
                                       source)

@@ -28,6 +28,7 @@ from workbench.runs.result_events import (  # noqa: F401 - the schema's one impo
     Compiled,
     FinishRequested,
     Merged,
+    ReferencesBuilt,
     StageSkipped,
     SweepFinished,
     SweepPoint,
@@ -121,12 +122,15 @@ class ShardPlanned(ShardEvent):
 @dataclass(frozen=True, kw_only=True)
 class DefaultsTimed(ShardEvent):
     """Default schedules timed on the servers: us per task (None: not timed, see `errors`), one event per chunk;
-    `left`: the shard's tasks still to be timed after this chunk (0: its last)."""
+    `left`: the shard's tasks still to be timed after this chunk (0: its last). `remembered`: the chunk's times are
+    the tuning memory's (`memory.known_defaults`: an earlier run of this TVM timed them at this target, device and
+    slice), not timed again."""
     KIND = "defaults"
     defaults_us: dict[str, float | None] = _dict()
     errors: dict[str, str] = _dict()
     seconds: float = 0.0
     left: int = 0
+    remembered: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -30,6 +30,7 @@ from workbench.runs.event_types import (
     Merged,
     MpsStatus,
     Phase,
+    ReferencesBuilt,
     Replanned,
     RunFinished,
     RunStarted,
@@ -282,8 +283,9 @@ def describe(e: Event) -> str:
             slowest = max(timed, key=timed.__getitem__, default=None)
             worst = f", slowest {slowest} {fmt_us(timed[slowest])}" if slowest else ""
             failed = f", {len(e.errors)} not timed" if e.errors else ""
-            return (f"{at}shard {e.shard}: default schedules of {len(timed)} tasks timed in {e.seconds:.1f} s"
-                    f"{worst}{failed}")
+            how = "known from the tuning memory (earlier runs timed them)" if e.remembered else \
+                f"timed in {e.seconds:.1f} s"
+            return f"{at}shard {e.shard}: default schedules of {len(timed)} tasks {how}{worst}{failed}"
         case Replanned():
             was = (f"; the estimate alone would have tuned {e.estimate_share:.0%} of it"
                    if e.estimate_share is not None and e.estimate_share != e.tuned_share else "")
@@ -299,7 +301,12 @@ def describe(e: Event) -> str:
             return f"{at}merged {e.records} records of {e.workloads} workloads"
         case Compiled():
             kept = f"; {len(e.kept_default)} keep their default schedule, which was faster" if e.kept_default else ""
-            return f"{at}compiled: tuned records for {len(e.kept_tuned)} of {e.tasks_total} tasks{kept}"
+            took = f" in {e.seconds:.1f} s" if e.seconds else ""
+            ahead = f" ({' and '.join(e.references_ready)} built ahead)" if e.references_ready else ""
+            return f"{at}compiled{took}{ahead}: tuned records for {len(e.kept_tuned)} of {e.tasks_total} tasks{kept}"
+        case ReferencesBuilt():
+            built = ", ".join(f"{name} in {s:.1f} s" for name, s in e.builds.items()) or "nothing left to build"
+            return f"reference builds compiled while tuning: {built}"
         case Verified():
             err = "n/a" if e.max_abs_err is None else f"{e.max_abs_err:.2e}"
             span = f", outputs {e.output_range[0]:.3g} to {e.output_range[1]:.3g}" if len(e.output_range) == 2 else ""

@@ -5,10 +5,13 @@ The contract (home/memory/<key>/, `key()` names the folder):
 - `database_workload.json`, `database_tuning_record.json`: a stock MetaSchedule JSONDatabase, so that other tools
   read it as it is;
 - `sources.json`: `{"key": {...}, "runs": [{"run", "model", "input_shape", "precision", "tuned_at", "t", "records",
-  "workloads": [structural hashes], "signatures": {hash: signature}, "best_us": {hash: µs}}]}`: which run taught it
-  which workloads, what each is like (`signature`) and the best time its records measured (`best_us`: the mean of a
-  record's run_secs, as MetaSchedule ranks records), so that the plan names them for the same and for similar tasks
-  and ranks a known task by the time it runs at, not by its default's (entries written before `best_us` have none).
+  "workloads": [structural hashes], "signatures": {hash: signature}, "best_us": {hash: µs}, "tvm": version,
+  "default_us": {hash: µs}}]}`: which run taught it which workloads, what each is like (`signature`) and the best
+  time its records measured (`best_us`: the mean of a record's run_secs, as MetaSchedule ranks records), so that the
+  plan names them for the same and for similar tasks and ranks a known task by the time it runs at, not by its
+  default's; and the time of each of its tasks' default schedule as its clients timed it (`default_us`, with the TVM
+  that built them), so that a later run of that TVM need not time them again (`known_defaults`). Entries written
+  before these fields existed have none.
 Writers are a stage's finisher (`remember`) and `workbench memory import`, one at a time under `<key>.lock` beside
 the folder (flock); they append records, never rewrite one, and a record already held is not added again. Readers
 (the launcher's `known`, each client's `seed`) take no lock: a line being appended may be cut, and a reader that
@@ -23,15 +26,12 @@ import contextlib
 import fcntl
 import os
 import re
-import shutil
-import tarfile
-import tempfile
 import time
 from collections.abc import Iterator
 from typing import Any
 
 from workbench.hardware import TargetSpec, detect
-from workbench.runs.store import RECORDS_FILE, WORKLOADS_FILE, count_lines, read_json, write_json
+from workbench.runs.store import RECORDS_FILE, WORKLOADS_FILE, read_json, write_json
 
 SOURCES = "sources.json"
 SEEDED_FILE = "memory_seeded.json"  # in a shard's database folder, written by its client: {task: records seeded}
@@ -224,7 +224,7 @@ def remember(folder: str, db_path: str, source: dict[str, Any]) -> tuple[int, st
             added += 1
         sources = read_json(os.path.join(folder, SOURCES), {"runs": []})
         sources["runs"].append({**source, "t": time.time(), "records": added, "workloads": sorted(signatures),
-                                "signatures": signatures, "best_us": best_us})
+                                "signatures": signatures, "best_us": best_us, "tvm": _tvm_version()})
         write_json(os.path.join(folder, SOURCES), sources)
     return added, note
 
@@ -256,6 +256,27 @@ def best_known_us(found: dict[str, list[dict[str, Any]]], hashes: dict[str, str]
         if times:
             out[task] = float(min(times))
     return out
+
+
+def _tvm_version() -> str:
+    import tvm
+
+    return str(tvm.__version__)
+
+
+def known_defaults(folder: str, hashes: dict[str, str]) -> dict[str, float]:
+    """{task: its default schedule's time (µs)} of the tasks `hashes` ({task: workload hash}) whose default an earlier
+    run of this TVM timed at the library's target, device and slice (the newest run's time; another TVM's default
+    schedules may differ, so its times are not taken). Reads sources.json only; a library whose sources.json is not
+    a tuning memory's gives none."""
+    if _sources_why(folder):
+        return {}
+    runs = read_json(os.path.join(folder, SOURCES), {"runs": []})["runs"]
+    version, times = _tvm_version(), {}
+    for r in sorted(runs, key=lambda r: r.get("t", 0)):  # the newest last: its times win
+        if r.get("tvm") == version:
+            times.update({h: us for h, us in (r.get("default_us") or {}).items() if us is not None})
+    return {task: float(times[h]) for task, h in hashes.items() if h in times}
 
 
 def similar(folder: str, tasks: dict[str, tuple[str, list]]) -> dict[str, list[dict[str, Any]]]:
@@ -329,61 +350,3 @@ def seed(folder: str, database, contexts, top_k: int = SEED_TOP_K) -> dict[str, 
 def seeded(shard_dir: str) -> dict[str, int]:
     """{task: records} a shard's client put in its database from the memory (`SEEDED_FILE`; none: {})."""
     return read_json(os.path.join(shard_dir, SEEDED_FILE), {})
-
-
-def listing(home: str) -> list[dict[str, Any]]:
-    """One row per library: its key, workloads, records and the runs that taught it."""
-    rows = []
-    base = root(home)
-    for name in sorted(os.listdir(base)) if os.path.isdir(base) else []:
-        folder = os.path.join(base, name)
-        if not os.path.isdir(folder):
-            continue  # a library's lock
-        sources = read_json(os.path.join(folder, SOURCES), {"runs": []})
-        runs = sources["runs"] if isinstance(sources, dict) and isinstance(sources.get("runs"), list) else []
-        rows.append({"library": name, "workloads": count_lines(os.path.join(folder, WORKLOADS_FILE)),
-                     "records": count_lines(os.path.join(folder, RECORDS_FILE)),
-                     "runs": len({r.get("run") for r in runs}), "models": sorted({str(r.get("model")) for r in runs}),
-                     "set_aside": SET_ASIDE in name})
-    return rows
-
-
-def export(home: str, path: str) -> str:
-    """Every library of the home in one .tar.gz (to import on another host)."""
-    base = root(home)
-    if not os.path.isdir(base):
-        raise FileNotFoundError(f"no tuning memory in {home}")
-    with tarfile.open(path, "w:gz") as tar:
-        for name in sorted(os.listdir(base)):
-            if SET_ASIDE in name or not os.path.isdir(os.path.join(base, name)):
-                continue  # a refused library (it stays here, as it was) or a lock
-            for f in (WORKLOADS_FILE, RECORDS_FILE, SOURCES):
-                if os.path.exists(os.path.join(base, name, f)):
-                    tar.add(os.path.join(base, name, f), arcname=f"{name}/{f}")
-    return path
-
-
-def import_(home: str, path: str) -> dict[str, tuple[int, str]]:
-    """Merge an exported memory into the home's: {library: (records added, a note)}. A library of the file that this
-    TVM cannot read adds nothing, and its note says why."""
-    from workbench.tuning.intrinsics import load_family
-
-    out = {}
-    with tempfile.TemporaryDirectory(prefix="wb-memory-") as tmp:
-        with tarfile.open(path) as tar:
-            tar.extractall(tmp, filter="data")
-        for name in sorted(os.listdir(tmp)):
-            src = os.path.join(tmp, name)
-            if not os.path.exists(os.path.join(src, RECORDS_FILE)):
-                continue
-            why = _unreadable(src)
-            if why:
-                out[name] = (0, f"not imported: this TVM cannot read it ({why})")
-                continue
-            load_family(name.split("-", 1)[0], os.path.join(home, "cache"))  # its records replay as they load
-            runs = read_json(os.path.join(src, SOURCES), {"runs": []})["runs"]
-            out[name] = remember(library(home, name), src, {"run": f"imported from {os.path.basename(path)}",
-                                                            "model": ", ".join(sorted({str(r.get('model'))
-                                                                                       for r in runs})) or "?"})
-            shutil.rmtree(src, ignore_errors=True)
-    return out

@@ -23,6 +23,14 @@ class StageSkipped(SliceEvent):
 
 
 @dataclass(frozen=True, kw_only=True)
+class ReferencesBuilt(Event):
+    """The references a finish needs, built while the first stage tuned (`results.prebuild`): {name: seconds}."""
+    KIND = "references_built"
+    builds: dict[str, float] = _dict()
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True, kw_only=True)
 class Merged(SliceEvent):
     KIND = "merged"
     records: int = 0
@@ -44,6 +52,8 @@ class Compiled(SliceEvent):
     kept_default: list[str] = _list()
     choices: list[dict[str, Any]] = _list()
     from_memory: dict[str, int] = _dict()
+    steps_s: dict[str, float] = _dict()  # seconds: "tasks", "waited_for_references", "untuned", "float32", "tuned"
+    references_ready: list[str] = _list()  # the references built before the finish came to them (`prebuild`)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -322,6 +322,23 @@ class ServerPool:
         tracker_dead = bool(self.tracker and self.tracker.poll() is not None)
         return {"servers_wanted": len(self.servers), "servers_dead": dead, "tracker_dead": tracker_dead}
 
+    def pids(self) -> list[int]:
+        """The process groups it started: its servers and its tracker."""
+        tracker = [self.tracker.pid] if self.tracker and self.tracker.pid else []
+        return [s.pid for s in self.servers if s.pid] + tracker
+
+    def check_alive(self, run_dir: str) -> list[str]:
+        """The servers that died while others measure on; raises ProcessError when the tracker or every server is
+        gone (the run cannot measure): the shard databases keep what was measured."""
+        health = self.health()
+        if health["tracker_dead"]:
+            raise ProcessError("the RPC tracker died; measured records are kept in the shard databases")
+        dead = list(health["servers_dead"])
+        if dead and len(dead) == health["servers_wanted"]:
+            raise ProcessError(f"all RPC servers died ({', '.join(dead)}); measured records are kept in the shard "
+                               f"databases; see {run_dir}/logs")
+        return dead
+
     def stop(self) -> None:
         self.stop_servers()
         if self.tracker is not None:

@@ -111,6 +111,19 @@ def from_memory(job: ShardJob, database, contexts, done: dict[str, int]) -> tupl
     return seeded, note
 
 
+def remembered_defaults(job: ShardJob, tasks: list) -> dict[str, float]:
+    """{task: µs} of `tasks` whose default schedule the tuning memory's library for this stage holds a time of
+    (`memory.known_defaults`); none for a --fresh run or a library that cannot be read."""
+    from workbench.runs import memory
+
+    if not job.memory:
+        return {}
+    try:
+        return memory.known_defaults(job.memory, {t.task_name: memory.workload_hash(t.dispatched[0]) for t in tasks})
+    except (OSError, ValueError, TypeError, AttributeError):  # a sources.json being written or damaged: time them
+        return {}
+
+
 def related_sources(job: ShardJob) -> tuple[list[str], list[str]]:
     """Where the first batch of a shard's new tasks may come from (`tuning.transfer`): databases holding the same
     workloads at other slices (the run's earlier stages, merged; the memory's libraries of this target at other
@@ -265,7 +278,13 @@ def run(job: ShardJob) -> int:
         defaults_s: dict[str, float] = {}  # each task's default schedule's time, where this client timed it
         if job.replica == 0:  # replicas of a task share its default: the first one times it
             own = [by_name[n] for n in job.tasks] + [by_name[n] for n in job.measure]
-            left = len(own)
+            known = remembered_defaults(job, own)
+            left = len(own) - len(known)
+            if known:  # timed by an earlier run of this TVM here: said first, not timed again
+                defaults_s.update((task, us * 1e-6) for task, us in known.items())
+                events.emit(DefaultsTimed(shard=job.shard, tuned_at=job.tuned_at, left=left, defaults_us=dict(known),
+                                          remembered=True))
+            own = [t for t in own if t.task_name not in known]
             for times, seconds in timed(time_defaults(own, target, builder, runner, job.spec.trials_per_batch)):
                 left -= len(times)
                 defaults_s.update((d.task, d.us * 1e-6) for d in times if d.us is not None)
