@@ -99,10 +99,11 @@ def test_a_later_run_takes_the_default_times_the_memory_holds(home, tmp_path):
     plan = plan_run(wb.TuneSpec(trials=2, **FAST), home=home)
     hashes = {t.task_name: memory.workload_hash(t.dispatched[0])
               for t in extract_tasks(load_model("mlp-small").mod, plan.target.build())}
-    remembered = memory.known_defaults(library, hashes)
+    remembered = memory.known_defaults(library, hashes, "fp32")
     assert set(remembered) == {t.name for t in plan.tasks} and all(us > 0 for us in remembered.values()), remembered
     assert plan.timed and any("default schedule's time of all 2 tasks" in n for n in plan.notes), plan.notes
-    assert {t.name: t.default_us for t in plan.tasks} == remembered
+    assert {t.name: t.default_us for t in plan.tasks} == remembered == plan.known_defaults
+    assert memory.known_defaults(library, hashes, "fp16") == {}  # an fp16 run builds its defaults otherwise
     assert not plan_run(wb.TuneSpec(trials=2, fresh=True, **FAST), home=home).timed
     run = wb.tune(wb.TuneSpec(trials=2, **FAST), home=home)
     assert run.wait(timeout=480) == "done", run.message
@@ -110,6 +111,8 @@ def test_a_later_run_takes_the_default_times_the_memory_holds(home, tmp_path):
     assert said and all(e.remembered for e in said), said  # nothing timed again
     assert {t: us for e in said for t, us in e.defaults_us.items()} == remembered
     assert not run.typed_events(Replanned)  # planned by measured time before it started
+    newest = max(json.load(open(os.path.join(library, memory.SOURCES)))["runs"], key=lambda r: r["t"])
+    assert newest["run"] == run.id and newest["default_us"] == {}  # what it took from the memory is not new
     # a library entry written by another TVM: its default schedules may differ, so its times are not taken
     other = str(tmp_path / "other")
     shutil.copytree(library, other)
@@ -117,7 +120,7 @@ def test_a_later_run_takes_the_default_times_the_memory_holds(home, tmp_path):
     for r in sources["runs"]:
         r["tvm"] = "0.0"
     json.dump(sources, open(os.path.join(other, memory.SOURCES), "w"))
-    assert memory.known_defaults(other, hashes) == {}
+    assert memory.known_defaults(other, hashes, "fp32") == {}
 
 
 def test_fresh_ignores_the_memory(home):
@@ -150,8 +153,8 @@ def test_memory_exports_and_imports_between_homes(home, tmp_path):
     assert name == mine["library"] and added == f"{mine['records']} new records"
     runs = json.load(open(os.path.join(memory.library(home, name), memory.SOURCES)))["runs"]
     hashes = {h: h for r in runs for h in r.get("default_us") or {}}
-    assert hashes and memory.known_defaults(memory.library(other, name), hashes) == \
-        memory.known_defaults(memory.library(home, name), hashes)  # the default times travel with the records
+    assert memory.known_defaults(memory.library(home, name), hashes, "fp32")  # timed here: this host's to take,
+    assert memory.known_defaults(memory.library(other, name), hashes, "fp32") == {}  # not the importing host's
     again = _cli("--home", other, "memory", "import", archive)
     assert again.stdout.strip().endswith(": 0 new records"), again.stdout  # a record held is not added again
     empty = _cli("--home", str(tmp_path / "empty"), "memory", "export", archive)

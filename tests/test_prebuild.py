@@ -43,9 +43,9 @@ def test_the_finish_waits_for_the_worker_and_uses_what_it_built(cheap_done_run, 
     built = copy.typed_events(ReferencesBuilt)
     assert len(built) == 1 and list(built[0].builds) == ["untuned"] and built[0].builds["untuned"] > 0
     compiled = copy.typed_events(Compiled)[-1]
-    assert compiled.references_ready == ["untuned"]  # built ahead: the finish compiled only the tuned build
-    assert "untuned" not in compiled.steps_s and "waited_for_references" in compiled.steps_s
-    assert compiled.steps_s["tasks"] < 1.0  # the launcher's task file, not a second extraction
+    assert compiled.references_ready == ["untuned"] and not compiled.references_note  # built ahead
+    assert "untuned" not in compiled.steps_s and "waited_for_references" in compiled.steps_s  # only the tuned build
+    assert "tasks_loaded" in compiled.steps_s  # the launcher's task file, not a second extraction
     tvm.runtime.load_module(folder.untuned_lib)
     assert start_prebuild(copy.dir, spec, tvm_env()) is None  # nothing missing: no worker
 
@@ -65,3 +65,15 @@ def test_a_stopped_worker_leaves_no_process_and_no_partial_file(cheap_done_run, 
     if os.path.exists(folder.untuned_lib):  # it may have finished before the stop: then it is whole
         tvm.runtime.load_module(folder.untuned_lib)
     assert not copy.typed_events(ReferencesBuilt)
+
+
+def test_a_worker_that_outlasts_its_limit_is_stopped_and_said(cheap_done_run, tmp_path):
+    copy, folder, spec = _without_references(cheap_done_run, tmp_path)
+    worker = start_prebuild(copy.dir, spec, tvm_env())
+    said = worker.wait(lambda: False, limit_s=0.3)  # it is still importing TVM
+    assert said and "did not end within 0 s: stopped (logs/prebuild.log)" in said, said
+    assert worker.proc.poll() is not None and not glob.glob(os.path.join(copy.dir, "*.tmp*"))
+    with open(folder.untuned_lib.replace(".so", ".tmp123.so"), "w"):  # what a writer killed mid-write leaves
+        pass
+    assert start_prebuild(copy.dir, spec, tvm_env()).wait(lambda: False) == ""  # cleared, then built
+    assert not glob.glob(os.path.join(copy.dir, "*.tmp*")) and not missing(folder, spec)

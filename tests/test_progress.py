@@ -229,3 +229,6 @@ def test_a_shard_timing_its_defaults_in_chunks_is_timing_until_its_last() -> Non
     last = [DefaultsTimed(t=6.0, source=f"shard-{s}@100", shard=s, tuned_at=100, defaults_us={f"c{s}": 1.0})
             for s in (0, 1)]
     assert waiting_for([*planned, chunk, *last], 9.0) == "preparing the search (design spaces, cost model) (3 s)"
+    replica = ShardPlanned(t=1.0, source="supervisor", shard=2, tuned_at=100, tasks=["t0"], replica=1)
+    said = waiting_for([*planned, replica, chunk, *last], 9.0)  # a replica times no default: none is awaited from it
+    assert said == "preparing the search (design spaces, cost model) (3 s)", said

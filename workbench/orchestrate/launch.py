@@ -134,14 +134,15 @@ def plan_with_tasks(spec: TuneSpec, hw: Hardware | None = None, options: EngineO
         notes += [memory.similar_note(like)] if like else []
         best = memory.best_known_us(found, hashes)
         tasks = [dataclasses.replace(t, known_us=best.get(t.name)) for t in tasks]  # ranked by it once timed
-        remembered = {} if refused else memory.known_defaults(library, hashes)
+        remembered = {} if refused else memory.known_defaults(library, hashes, spec.precision)
     plan = Plan(target=tspec, tasks=rows(tasks, budget), budget=budget,
                 shards=tuple(shards), options=options.resolved(kind), gpus=tuple(gpus),
                 input_shape=tuple(model.input_shape), dtype=model.dtype, notes=tuple(notes),
-                tracker_servers=servers or None, baseline=chosen.to_dict() if chosen else None)
+                tracker_servers=servers or None, baseline=chosen.to_dict() if chosen else None,
+                known_defaults=remembered)
     if remembered and len(remembered) == len(tasks):  # every default timed before: planned by them now
-        note = (f"the tuning memory holds the default schedule's time of all {len(tasks)} tasks: planned by "
-                "measured time at once, and no default is timed again")
+        note = (f"the tuning memory holds the default schedule's time of all {len(tasks)} tasks at {spec.slices[0]} "
+                "%: planned by measured time at once, and those defaults are not timed again")
         plan = by_measured(plan.replace(notes=(*plan.notes, note)), spec, remembered).plan
     return plan, extracted
 

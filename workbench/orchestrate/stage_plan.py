@@ -6,6 +6,7 @@ tuning stage needs, each with its slice binding and, for a client, its job.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from workbench.hardware import TargetSpec
@@ -70,10 +71,12 @@ def still_searching(folder: RunDir, tuned_at: int, shards: list[Shard]) -> int:
 
 
 def stage_plan(folder: RunDir, spec: TuneSpec, shards: tuple[Shard, ...], target: TargetSpec, options: EngineOptions,
-               tuned_at: int, host: SliceHost, tracker: tuple[str, int, str], await_plan: bool = False) -> StagePlan:
+               tuned_at: int, host: SliceHost, tracker: tuple[str, int, str], await_plan: bool = False,
+               known_defaults: Mapping[str, float] | None = None) -> StagePlan:
     """The servers and clients that tune at `tuned_at` (the plan's `shards`); `tracker` is (host, port, stage key);
     `await_plan`: the plan is by estimate, so its clients time the defaults and tune what the plan made again by the
-    measured times gives them (`ShardJob.await_plan`)."""
+    measured times gives them (`ShardJob.await_plan`); `known_defaults`: the default times the memory holds for this
+    stage's tasks (`Plan.known_defaults`, the first stage's), which its clients do not time again."""
     servers: tuple[WantedServer, ...] = ()
     if not options.local_runner and not spec.tracker:
         placement = place_servers(spec.servers, host.gpus) if target.kind == "cuda" else [None] * spec.servers
@@ -92,7 +95,9 @@ def stage_plan(folder: RunDir, spec: TuneSpec, shards: tuple[Shard, ...], target
                        tracker=tracker if not options.local_runner else ("", 0, ""), runner_workers=spec.servers,
                        builder_workers=builder_workers, num_threads=threads, options=options,
                        prewarm=len(host.cores) >= 4 * len(shards), replica=shard.replica, measure=shard.measure,
-                       await_plan=await_plan, memory=library)
+                       await_plan=await_plan, memory=library,
+                       known_defaults={t: us for t, us in (known_defaults or {}).items()
+                                       if t in shard.tasks or t in shard.measure})
         binding = apply_slice(host, tuned_at, index=shard.index) if options.local_runner else None
         clients.append(WantedClient(f"{tuned_at}/shard-{shard.index}", shard, job, binding))
     return StagePlan(tuned_at, servers, tuple(clients))

@@ -261,8 +261,9 @@ class Supervisor:
                 self.pool.key = f"{self.base_key}-{tuned_at}"
             tracker = (*self.pool.tracker_addr, self.pool.key)
             self._phase("servers", tuned_at=tuned_at)
+        known = self.plan.known_defaults if tuned_at == self.spec.slices[0] else None  # the first slice's library
         want = stage_plan(self.folder, self.spec, self.plan.shards, self.target, self.options, tuned_at, self._host(),
-                          tracker, await_plan=not self.plan.timed)
+                          tracker, await_plan=not self.plan.timed, known_defaults=known)
         started = self._reconcile_servers(want)
         self._phase("tuning", tuned_at=tuned_at)
         self._reconcile_clients(want)  # clients start up while servers do
@@ -271,8 +272,6 @@ class Supervisor:
         self.timer = start_timer(self.run_dir, tuned_at, self.target, self._host(), self.env,
                                  parse_tracker(self.spec.tracker) if self.spec.tracker else None,
                                  torch=bool(self.plan.baseline and self.plan.baseline.get("kind") == "torch"))
-        if self.prebuild is None and wanted_ahead(self.target):
-            self.prebuild = start_prebuild(self.run_dir, self.spec, self.env)
         self._record_procs()
         if started:
             self._report_ready(tuned_at, started)
@@ -280,7 +279,11 @@ class Supervisor:
             self.events.emit(external_ready(tuned_at, self.spec.tracker, dict(self.plan.tracker_servers or {})))
         if not self.plan.timed and self._replan(tuned_at, want):
             want = stage_plan(self.folder, self.spec, self.plan.shards, self.target, self.options, tuned_at,
-                              self._host(), tracker)  # the same clients, now with their measured shares
+                              self._host(), tracker, known_defaults=known)  # the same clients, their new shares
+        if self.prebuild is None and wanted_ahead(self.target):  # after the defaults: their builds come first
+            with contextlib.suppress(OSError):  # optional: the finish builds what it finds missing
+                self.prebuild = start_prebuild(self.run_dir, self.spec, self.env)
+            self._record_procs()
         self._wait_clients(tuned_at, want)
         self._reconcile(NOTHING)
         self._finish_stage(tuned_at, [w.shard for w in want.clients])

@@ -6,6 +6,7 @@ the costliest tuned, the rest left on their default schedule. Before any process
 (FLOPs x weight; bytes for data movement); once the first stage has timed every task's default schedule, before
 any trial, the run is planned again by the measured time (default time x weight: `plan.replan`), because the
 estimate can be far off (a detector's estimate-ranked plan tuned 12 % of its measured time). The plan says so.
+Where the tuning memory holds every task's default time (timed by earlier runs here), the launcher plans by those.
 
 On CUDA a batch goes where it is worth most: a costly task's second or third batch before a cheap task's first,
 since a task's later batches save less than its first (`LATER_BATCH_WORTH`, measured on a GPU: docs/benchmarks.md).

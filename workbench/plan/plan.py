@@ -69,6 +69,9 @@ class Plan:
     # plans by estimate and the supervisor replaces that plan once, before any trial; or, where the tuning memory
     # holds every task's default time (`memory.known_defaults`), the launcher plans by those at once.
     timed: bool = False
+    # The default times the tuning memory holds for the tasks at the run's first slice (µs by task; the launcher's
+    # `memory.known_defaults`): that stage's clients take these and do not time them again.
+    known_defaults: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def trials(self) -> int:
@@ -89,7 +92,8 @@ class Plan:
                 **self.options.to_dict(), "gpus": list(self.gpus), "input_shape": list(self.input_shape),
                 "dtype": self.dtype, "notes": list(self.notes),
                 **({"tracker_servers": dict(self.tracker_servers)} if self.tracker_servers else {}),
-                **({"baseline": dict(self.baseline)} if self.baseline else {}), "timed": self.timed}
+                **({"baseline": dict(self.baseline)} if self.baseline else {}), "timed": self.timed,
+                **({"known_defaults": dict(self.known_defaults)} if self.known_defaults else {})}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Plan:
@@ -101,4 +105,5 @@ class Plan:
                    options=options, gpus=tuple(int(g) for g in d.get("gpus") or ()),
                    input_shape=tuple(int(x) for x in d.get("input_shape") or ()), dtype=str(d.get("dtype", "float32")),
                    notes=tuple(str(n) for n in d.get("notes") or ()), tracker_servers=d.get("tracker_servers") or None,
-                   baseline=d.get("baseline") or None, timed=bool(d.get("timed", False)))
+                   baseline=d.get("baseline") or None, timed=bool(d.get("timed", False)),
+                   known_defaults={str(k): float(v) for k, v in (d.get("known_defaults") or {}).items()})

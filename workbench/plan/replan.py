@@ -3,7 +3,9 @@
 The launcher plans by an estimate (FLOPs x weight), since nothing can be timed before the run's processes start.
 The first stage's clients time every task's default schedule before any trial (a few seconds after a server is
 ready); the supervisor then makes the plan again by those times (`by_measured`) and the clients tune what it says.
-A resumed or raised run keeps the measured times (`PlannedTask.default_us`), so it is planned the same way.
+A resumed or raised run keeps the measured times (`PlannedTask.default_us`), so it is planned the same way; where the
+tuning memory holds every task's default time, the launcher plans by those at once (`by_measured` too) and the
+supervisor has nothing to re-plan.
 """
 from __future__ import annotations
 

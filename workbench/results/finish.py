@@ -12,7 +12,7 @@ from workbench import diskspace
 from workbench.hardware import TargetSpec
 from workbench.noise import NO_TUNED_SCHEDULE, paired_verdict, verdict
 from workbench.plan.tasks import Shard
-from workbench.results.prebuild import Prebuild, build_references, references
+from workbench.results.prebuild import Prebuild, build_references, clear_partial, references
 from workbench.runs import memory, store
 from workbench.runs.event_types import Compiled, DefaultsTimed, Merged, Timed, Verified
 from workbench.runs.events import EventReader, EventWriter
@@ -33,11 +33,12 @@ def repair_databases(run_dir: str) -> list[str]:
     return changed
 
 
-def measured_defaults(run_dir: str, tuned_at: int) -> dict[str, float | None]:
-    """Each task's default-schedule time (us) as the stage's clients measured it (the latest wins)."""
+def measured_defaults(run_dir: str, tuned_at: int, remembered: bool = True) -> dict[str, float | None]:
+    """Each task's default-schedule time (us) as the stage's clients measured it (the latest wins); `remembered`:
+    with the times they took from the tuning memory (`DefaultsTimed.remembered`) instead of timing."""
     out: dict[str, float | None] = {}
     for e in EventReader(store.RunDir(run_dir).events_file).read_new():
-        if isinstance(e, DefaultsTimed) and e.tuned_at == tuned_at:
+        if isinstance(e, DefaultsTimed) and e.tuned_at == tuned_at and (remembered or not e.remembered):
             out.update(e.defaults_us)
     return out
 
@@ -103,16 +104,21 @@ def finish_stage(run_dir: str, spec: TuneSpec, target: TargetSpec, tuned_at: int
     t0 = time.time()
     steps: dict[str, float] = {}
     tasks, _ = task_file.load(run_dir, tvm_target)  # the launcher's extraction; a run folder without it extracts
+    how = "tasks_loaded" if tasks is not None else "tasks_extracted"
     tasks = tasks if tasks is not None else extract_tasks(model.mod, tvm_target)
-    steps["tasks"] = round(time.time() - t0, 2)
+    steps[how] = round(time.time() - t0, 2)
     remembered = {} if spec.fresh else from_memory(run_dir, target, tuned_at, merged.path, tasks, tvm_target)
-    defaults = measured_defaults(run_dir, tuned_at)
+    defaults = measured_defaults(run_dir, tuned_at)  # the floor: the memory's where it held them, as the plan did
     choices = floored_database(merged.path, folder.best_db(tuned_at), tasks, tvm_target, defaults)
+    ahead_note = ""
     if prebuild is not None:  # it alone writes the references while it runs: wait, then build what it left
         t1 = time.time()
-        if prebuild.wait(should_stop) is None:
+        said = prebuild.wait(should_stop)
+        if said is None:
             phase("compiling", tuned_at=tuned_at)  # raises: the run was asked to stop
+        ahead_note = said or ""
         steps["waited_for_references"] = round(time.time() - t1, 2)
+    clear_partial(folder, spec)  # no writer runs now: a temporary file is one killed mid-write
     ready = sorted(name for name, path in references(folder, spec).items() if os.path.exists(path))
     steps |= build_references(run_dir, spec, target, as_given, model)
     untuned_path = folder.untuned_lib
@@ -133,7 +139,7 @@ def finish_stage(run_dir: str, spec: TuneSpec, target: TargetSpec, tuned_at: int
                          tasks_tuned=sum(c.best_us is not None for c in choices), tasks_total=len(choices),
                          untuned_tasks=[c.task for c in choices if c.best_us is None], kept_tuned=kept_tuned,
                          kept_default=kept_default, choices=[c.to_dict() for c in choices], from_memory=remembered,
-                         steps_s=steps, references_ready=ready))
+                         steps_s=steps, references_ready=ready, references_note=ahead_note))
     phase("verifying", tuned_at=tuned_at)
     libs = {"tuned": tuned, "untuned": untuned_path} if kept_tuned else {"untuned": untuned_path}
     rows = infer_at(run_dir, tuned_at, libs, model, target, host, env, reference=reference,
@@ -171,8 +177,9 @@ def finish_stage(run_dir: str, spec: TuneSpec, target: TargetSpec, tuned_at: int
            "tasks_tuned": sum(c.best_us is not None for c in choices), "kept_default": len(kept_default),
            "tasks_total": len(choices), **against,
            "library": tuned}
+    timed_here = measured_defaults(run_dir, tuned_at, remembered=False)  # the memory learns only new timings
     default_us = {memory.workload_hash(t.dispatched[0]): us for t in tasks
-                  if (us := defaults.get(t.task_name)) is not None}
+                  if (us := timed_here.get(t.task_name)) is not None}
     row.update(remember_stage(run_dir, spec, target, tuned_at, merged.path, model.input_shape, default_us))
     results = [r for r in folder.read_results() if r.get("tuned_at") != tuned_at]
     folder.write(store.RESULTS_FILE, results + [row])

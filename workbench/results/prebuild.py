@@ -17,6 +17,7 @@ mid-build leaves no partial file (`Prebuild.stop`).
 """
 from __future__ import annotations
 
+import glob
 import os
 import sys
 import time
@@ -30,6 +31,9 @@ from workbench.spec import TuneSpec
 
 NICE = 10  # below the search's priority: the search is most of a GPU run's CPU time (notes: tvm-0.27.md)
 WAIT_POLL_S = 0.2
+# The longest a finish waits for the worker: once tuning stops the worker has the cores, and two builds of a large
+# model take a few minutes; a worker still going then is taken as stuck, stopped, and the finish builds instead.
+WAIT_LIMIT_S = 900.0
 
 
 def references(folder: store.RunDir, spec: TuneSpec) -> dict[str, str]:
@@ -43,6 +47,15 @@ def references(folder: store.RunDir, spec: TuneSpec) -> dict[str, str]:
 def missing(folder: store.RunDir, spec: TuneSpec) -> dict[str, str]:
     """The run's `references` not built yet."""
     return {name: path for name, path in references(folder, spec).items() if not os.path.exists(path)}
+
+
+def clear_partial(folder: store.RunDir, spec: TuneSpec) -> None:
+    """Remove what a writer of the references killed mid-write left (`store.write_atomic`'s temporary files); call it
+    only while no worker runs."""
+    for path in references(folder, spec).values():
+        base, ext = os.path.splitext(path)
+        for partial in glob.glob(f"{glob.escape(base)}.tmp*{ext}"):
+            os.unlink(partial)
 
 
 def build_references(run_dir: str, spec: TuneSpec, target: TargetSpec, as_given=None, model=None,
@@ -87,19 +100,26 @@ class Prebuild:
     proc: ManagedProcess
     paths: tuple[str, ...]
 
-    def wait(self, should_stop: Callable[[], bool]) -> int | None:
-        """Wait until the worker ends; its exit code, or None once `should_stop()` (the worker is then stopped)."""
+    def wait(self, should_stop: Callable[[], bool], limit_s: float = WAIT_LIMIT_S) -> str | None:
+        """Wait until the worker ends: '' when it built what it was asked, else a note saying why not (the finish
+        then builds what it left); None once `should_stop()`. A worker cut short is stopped."""
+        deadline, log = time.monotonic() + limit_s, os.path.basename(self.proc.log_path)
         while (code := self.proc.wait(WAIT_POLL_S)) is None:
             if should_stop():
                 self.stop()
                 return None
-        return code
+            if time.monotonic() > deadline:
+                self.stop()
+                return f"the reference builds ahead did not end within {limit_s:.0f} s: stopped (logs/{log})"
+        return "" if code == 0 else f"the reference builds ahead failed (exit code {code}; logs/{log})"
 
     def stop(self) -> None:
         """Stop the worker and remove what it was writing (`store.write_atomic` names it after the writer's pid):
-        a reference is either whole under its name or absent."""
+        a reference is either whole under its name or absent. A worker that has ended is left alone (its process
+        group id may be another's by now)."""
         pid = self.proc.pid
-        self.proc.stop()
+        if self.proc.poll() is None:
+            self.proc.stop()
         for path in self.paths:
             base, ext = os.path.splitext(path)
             if pid is not None and os.path.exists(f"{base}.tmp{pid}{ext}"):
@@ -110,6 +130,7 @@ def start_prebuild(run_dir: str, spec: TuneSpec, env: dict[str, str]) -> Prebuil
     """Start the worker when a reference is missing; else None. The worker dies with the caller (Linux). Whether a
     run builds ahead at all is the caller's choice (`wanted_ahead`)."""
     folder = store.RunDir(run_dir)
+    clear_partial(folder, spec)  # a worker or finish killed mid-write (the run stopped by force, say)
     todo = missing(folder, spec)
     if not todo:
         return None
@@ -122,6 +143,7 @@ def start_prebuild(run_dir: str, spec: TuneSpec, env: dict[str, str]) -> Prebuil
 def main(argv: list[str] | None = None) -> None:
     from workbench.runs.event_types import ReferencesBuilt
     from workbench.runs.events import EventWriter
+    from workbench.tuning.intrinsics import load_family
 
     (run_dir,) = sys.argv[1:] if argv is None else argv
     os.nice(NICE)
@@ -130,6 +152,9 @@ def main(argv: list[str] | None = None) -> None:
     if plan is None:
         raise SystemExit(f"{run_dir} has no plan.json")
     t0 = time.time()
+    # DLight's tensor-core matmul rule (an fp16 model's default) imports the CUDA intrinsics: from the run's cache,
+    # as the finish and the clients take them, not parsed again here
+    load_family(plan.target.kind, store.cache_dir(run_dir))
     took = build_references(run_dir, spec, plan.target,
                             on_start=lambda name: print(f"building the {name} reference", flush=True))
     EventWriter(folder.events_file, "prebuild").emit(ReferencesBuilt(builds=took, seconds=round(time.time() - t0, 2)))

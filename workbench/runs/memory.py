@@ -264,19 +264,21 @@ def _tvm_version() -> str:
     return str(tvm.__version__)
 
 
-def known_defaults(folder: str, hashes: dict[str, str]) -> dict[str, float]:
+def known_defaults(folder: str, hashes: dict[str, str], precision: str) -> dict[str, float]:
     """{task: its default schedule's time (µs)} of the tasks `hashes` ({task: workload hash}) whose default an earlier
-    run of this TVM timed at the library's target, device and slice (the newest run's time; another TVM's default
-    schedules may differ, so its times are not taken). Reads sources.json only; a library whose sources.json is not
-    a tuning memory's gives none."""
+    run of this TVM at this `precision` timed at the library's target, device and slice (the newest run's time).
+    Another TVM's default schedules may differ, and a precision builds them with its own TIR settings
+    (`intrinsics.pass_config`): their times are not taken. Reads sources.json only; a library whose sources.json is
+    not a tuning memory's gives none, and an entry that is not {hash: µs} is passed over."""
     if _sources_why(folder):
         return {}
     runs = read_json(os.path.join(folder, SOURCES), {"runs": []})["runs"]
     version, times = _tvm_version(), {}
-    for r in sorted(runs, key=lambda r: r.get("t", 0)):  # the newest last: its times win
-        if r.get("tvm") == version:
-            times.update({h: us for h, us in (r.get("default_us") or {}).items() if us is not None})
-    return {task: float(times[h]) for task, h in hashes.items() if h in times}
+    for r in sorted((r for r in runs if isinstance(r, dict)), key=lambda r: float(r.get("t") or 0)):  # newest last
+        given = r.get("default_us")
+        if r.get("tvm") == version and r.get("precision") == precision and isinstance(given, dict):
+            times.update({h: float(us) for h, us in given.items() if isinstance(us, (int, float)) and us > 0})
+    return {task: times[h] for task, h in hashes.items() if h in times}
 
 
 def similar(folder: str, tasks: dict[str, tuple[str, list]]) -> dict[str, list[dict[str, Any]]]:

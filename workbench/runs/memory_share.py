@@ -12,7 +12,6 @@ from workbench.runs.memory import (
     SET_ASIDE,
     SOURCES,
     _unreadable,
-    known_defaults,
     library,
     remember,
     root,
@@ -72,9 +71,8 @@ def import_(home: str, path: str) -> dict[str, tuple[int, str]]:
             load_family(name.split("-", 1)[0], os.path.join(home, "cache"))  # its records replay as they load
             runs = read_json(os.path.join(src, SOURCES), {"runs": []})["runs"]
             models = ", ".join(sorted({str(r.get("model")) for r in runs})) or "?"
-            hashes = {h: h for r in runs for h in (r.get("default_us") or {})}  # its default times travel too
+            # its records only: default times are this host's to take (its clocks, its CPU), so a run here times them
             out[name] = remember(library(home, name), src, {"run": f"imported from {os.path.basename(path)}",
-                                                            "model": models,
-                                                            "default_us": known_defaults(src, hashes)})
+                                                            "model": models})
             shutil.rmtree(src, ignore_errors=True)
     return out

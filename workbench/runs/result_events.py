@@ -52,8 +52,11 @@ class Compiled(SliceEvent):
     kept_default: list[str] = _list()
     choices: list[dict[str, Any]] = _list()
     from_memory: dict[str, int] = _dict()
-    steps_s: dict[str, float] = _dict()  # seconds: "tasks", "waited_for_references", "untuned", "float32", "tuned"
-    references_ready: list[str] = _list()  # the references built before the finish came to them (`prebuild`)
+    # seconds: "tasks_loaded" (or "tasks_extracted"), "waited_for_references", "untuned", "float32", "tuned"
+    steps_s: dict[str, float] = _dict()
+    # the references already built when the finish came to them: ahead (`prebuild`), or by an earlier stage or session
+    references_ready: list[str] = _list()
+    references_note: str = ""  # why the references were not all built ahead, where they were to be
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -41,6 +41,8 @@ class RunDir:
       runs, before it starts one. The launcher's plan is by estimate (`Plan.timed` false): the supervisor then
       replaces plan.json once, when the first stage's clients have timed every default and wait for it, with the
       plan by measured time (`plan.replan`); the file has one writer at a time, handed over as the supervisor starts.
+      Where the tuning memory holds every task's default time, the launcher's plan is by those (`timed` true) and
+      the supervisor leaves it as it is.
       Every process reads them; nothing else writes them.
     - tasks.json.gz (`plan.task_file`): the model's extracted tasks, written once by the launcher with the plan;
       the clients load them instead of extracting the model's tasks again.

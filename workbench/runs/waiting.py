@@ -43,11 +43,12 @@ def waiting_for(events: list[Event], now: float, stage: int | None = None) -> st
                 f"searching {ago(ShardStarted)}")
     timing = [e for e in mine if isinstance(e, DefaultsTimed)]
     timed = {e.shard for e in timing if e.left == 0}  # a shard times its defaults in chunks: done at its last
-    if any(isinstance(e, Replanned) for e in mine) or (shards and timed >= shards):
+    timers = {e.shard for e in mine if isinstance(e, ShardPlanned) and not e.replica}  # a replica times none
+    if any(isinstance(e, Replanned) for e in mine) or (timers and timed >= timers):
         return f"preparing the search (design spaces, cost model) {ago(Replanned, DefaultsTimed)}"
     if timing:
         tasks = sum(len(e.defaults_us) for e in timing)
-        return (f"timing the default schedules: {len(timed)} of {len(shards)} shards done, {tasks} "
+        return (f"timing the default schedules: {len(timed)} of {len(timers)} shards done, {tasks} "
                 f"task{'s' if tasks != 1 else ''} timed {ago(DefaultsTimed)}")
     if any(isinstance(e, IntrinsicsLoaded) for e in mine):
         return f"timing the default schedules {ago(IntrinsicsLoaded)}"

@@ -16,7 +16,7 @@ import logging
 import os
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from workbench.hardware import TargetSpec
 from workbench.options import EngineOptions, strategy_for
@@ -66,6 +66,8 @@ class ShardJob:
     # measured times gives this shard (`await_plan`), not `tasks`/`trials` as given here.
     await_plan: bool = False
     memory: str = ""  # the tuning memory's library for this target and slice ("": none, or the run is --fresh)
+    # The default times (µs by task) the memory holds for this shard's tasks (`Plan.known_defaults`): not timed again.
+    known_defaults: dict[str, float] = field(default_factory=dict)
 
     @property
     def seed(self) -> int | None:
@@ -109,19 +111,6 @@ def from_memory(job: ShardJob, database, contexts, done: dict[str, int]) -> tupl
         seeded, note = {}, f"the tuning memory could not be read ({why}): tuning from nothing"
     store.write_json(path, seeded)
     return seeded, note
-
-
-def remembered_defaults(job: ShardJob, tasks: list) -> dict[str, float]:
-    """{task: µs} of `tasks` whose default schedule the tuning memory's library for this stage holds a time of
-    (`memory.known_defaults`); none for a --fresh run or a library that cannot be read."""
-    from workbench.runs import memory
-
-    if not job.memory:
-        return {}
-    try:
-        return memory.known_defaults(job.memory, {t.task_name: memory.workload_hash(t.dispatched[0]) for t in tasks})
-    except (OSError, ValueError, TypeError, AttributeError):  # a sources.json being written or damaged: time them
-        return {}
 
 
 def related_sources(job: ShardJob) -> tuple[list[str], list[str]]:
@@ -278,7 +267,7 @@ def run(job: ShardJob) -> int:
         defaults_s: dict[str, float] = {}  # each task's default schedule's time, where this client timed it
         if job.replica == 0:  # replicas of a task share its default: the first one times it
             own = [by_name[n] for n in job.tasks] + [by_name[n] for n in job.measure]
-            known = remembered_defaults(job, own)
+            known = {t.task_name: job.known_defaults[t.task_name] for t in own if t.task_name in job.known_defaults}
             left = len(own) - len(known)
             if known:  # timed by an earlier run of this TVM here: said first, not timed again
                 defaults_s.update((task, us * 1e-6) for task, us in known.items())
