@@ -280,7 +280,7 @@ class Supervisor:
         if not self.plan.timed and self._replan(tuned_at, want):
             want = stage_plan(self.folder, self.spec, self.plan.shards, self.target, self.options, tuned_at,
                               self._host(), tracker, known_defaults=known)  # the same clients, their new shares
-        if self.prebuild is None and wanted_ahead(self.target):  # after the defaults: their builds come first
+        if self.prebuild is None and wanted_ahead(self.target, self.spec):  # after the defaults: their builds first
             with contextlib.suppress(OSError):  # optional: the finish builds what it finds missing
                 self.prebuild = start_prebuild(self.run_dir, self.spec, self.env)
             self._record_procs()

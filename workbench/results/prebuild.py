@@ -5,9 +5,10 @@ fp16 run, checks its outputs against the float32 build. Compiled only after Fini
 finish most of its compiling phase (each a full CUDA build of the model); built ahead, the finish compiles only the
 tuned build.
 
-Only on GPU targets: there candidates are measured on the GPU, which a compile on the host's CPU leaves alone, and
-the worker runs at a lower priority than the search. On a CPU target the servers measure candidates on the cores a
-compile would take, so the finish builds the references itself there.
+Only where candidates are not measured on this host's cores: on GPU targets (the GPU measures them, which a compile on
+the host's CPU leaves alone) and in runs whose servers are behind a tracker (`--tracker`: elsewhere); the worker runs
+at a lower priority than the search. A CPU run's own servers measure candidates on the cores a compile would take, so
+its finish builds the references itself.
 
 One writer per file: while the worker runs, it alone writes the references (each atomically); `finish_stage` waits
 for it to end (`Prebuild.wait`) and then builds whatever is still missing, so two writers never meet. A worker stopped
@@ -88,9 +89,10 @@ def build_references(run_dir: str, spec: TuneSpec, target: TargetSpec, as_given=
     return took
 
 
-def wanted_ahead(target: TargetSpec) -> bool:
-    """Whether a run on `target` builds its references while it tunes (GPU targets: see the module's note)."""
-    return target.device_type != "cpu"
+def wanted_ahead(target: TargetSpec, spec: TuneSpec) -> bool:
+    """Whether a run builds its references while it tunes: on a GPU, or measuring on a tracker's servers (see the
+    module's note)."""
+    return target.device_type != "cpu" or bool(spec.tracker)
 
 
 @dataclass
