@@ -57,3 +57,20 @@ def test_a_broken_candidate_fails_alone_and_the_chunk_goes_on(tmp_path, cpu_desi
     assert results[0].error_msg is None and results[2].error_msg is None
     assert results[0].run_secs and results[2].run_secs
     assert results[1].run_secs is None and "SessionBatchRunner" in results[1].error_msg
+
+
+def test_defaults_on_a_cpu_are_timed_with_one_call_and_candidates_as_before():
+    """A CPU default is a naive loop nest: one call per measurement (calls still repeat up to 10 ms), meanwhile
+    only; GPU defaults are timed as candidates are."""
+    from workbench.tuning import runner as runners
+    from workbench.tuning.runner.servers_first import ServersFirstRunner
+
+    inner = runners.create("rpc-batch", "cpu", tracker=("127.0.0.1", 9, "k"))
+    wrapped = ServersFirstRunner(inner, lambda: None)
+    light = runners.defaults_evaluator_config("cpu")
+    assert (light.number, light.min_repeat_ms) == (1, 10) and runners.defaults_evaluator_config("cuda") is None
+    with runners.timing_with(wrapped, light):
+        assert inner.evaluator_config.number == 1
+    assert inner.evaluator_config.number == 3  # candidates: three calls per measurement
+    with runners.timing_with(wrapped, None):
+        assert inner.evaluator_config.number == 3

@@ -274,11 +274,12 @@ def run(job: ShardJob) -> int:
                 events.emit(DefaultsTimed(shard=job.shard, tuned_at=job.tuned_at, left=left, defaults_us=dict(known),
                                           remembered=True))
             own = [t for t in own if t.task_name not in known]
-            for times, seconds in timed(time_defaults(own, target, builder, runner, job.spec.trials_per_batch)):
-                left -= len(times)
-                defaults_s.update((d.task, d.us * 1e-6) for d in times if d.us is not None)
-                events.emit(DefaultsTimed(shard=job.shard, tuned_at=job.tuned_at, left=left,
-                                          **defaults_event(times, seconds)))
+            with runners.timing_with(runner, runners.defaults_evaluator_config(job.target.kind)):
+                for times, seconds in timed(time_defaults(own, target, builder, runner, job.spec.trials_per_batch)):
+                    left -= len(times)
+                    defaults_s.update((d.task, d.us * 1e-6) for d in times if d.us is not None)
+                    events.emit(DefaultsTimed(shard=job.shard, tuned_at=job.tuned_at, left=left,
+                                              **defaults_event(times, seconds)))
             startup.mark("defaults")
         if job.await_plan:
             planned = await_plan(job)

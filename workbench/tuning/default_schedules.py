@@ -2,7 +2,9 @@
 
 The default is what the untuned build gives a task: DLight's rules on GPUs (as `compile_relax` applies
 them to functions without a tuning record), no schedule on CPUs. It is built by the shard's builder
-and timed by its runner, so it is measured on the same servers and slices as the candidates.
+and timed by its runner, so it is measured on the same servers and slices as the candidates (on CPUs with one call
+per measurement, not three: `runner.defaults_evaluator_config`). A run whose tuning memory holds a task's default
+time takes that instead (`Plan.known_defaults`).
 """
 from __future__ import annotations
 

@@ -2,7 +2,8 @@
 `workbench.options.RUNNERS` or a MetaSchedule runner (returned as it is)."""
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from workbench.options import RUNNERS, check
@@ -15,6 +16,33 @@ def evaluator_config(target_kind: str) -> Any:
     if target_kind == "cuda":
         return ms.runner.EvaluatorConfig(number=3, repeat=1, min_repeat_ms=20, enable_cpu_cache_flush=False)
     return ms.runner.EvaluatorConfig(number=3, repeat=1, min_repeat_ms=10, enable_cpu_cache_flush=False)
+
+
+def defaults_evaluator_config(target_kind: str) -> Any:
+    """How default schedules are timed, where that differs from the candidates (`evaluator_config`); None: the same.
+    On CPUs a default is a naive loop nest (hundreds of ms a call for a real layer; the tuned kernel is one or two
+    orders faster): one call per measurement ranks it as well as three and costs a third of the run's start. Calls
+    repeat until 10 ms have passed, as for candidates, so a fast default is timed as precisely."""
+    from tvm.s_tir import meta_schedule as ms
+
+    if target_kind == "cuda":
+        return None
+    return ms.runner.EvaluatorConfig(number=1, repeat=1, min_repeat_ms=10, enable_cpu_cache_flush=False)
+
+
+@contextlib.contextmanager
+def timing_with(runner: Any, config: Any) -> Iterator[None]:
+    """Meanwhile `runner` (or the runner it wraps: `inner`) times with `config` (None: as it is)."""
+    inner = getattr(runner, "inner", runner)
+    old = getattr(inner, "evaluator_config", None)
+    if config is None or old is None:
+        yield
+        return
+    inner.evaluator_config = config
+    try:
+        yield
+    finally:
+        inner.evaluator_config = old
 
 
 def create(kind: Any, target_kind: str = "cpu", *, tracker: tuple[str, int, str] = ("", 0, ""), servers: int = 1,
