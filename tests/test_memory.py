@@ -18,6 +18,7 @@ from conftest import ROOT
 import workbench as wb
 from workbench.models.load import load_model
 from workbench.orchestrate.launch import plan_run
+from workbench.plan.plan import Plan
 from workbench.plan.tasks import extract_tasks
 from workbench.runs import memory, memory_share, store
 from workbench.runs.event_types import DefaultsTimed, Replanned, ShardStarted
@@ -102,7 +103,8 @@ def test_a_later_run_takes_the_default_times_the_memory_holds(home, tmp_path):
     remembered = memory.known_defaults(library, hashes, "fp32")
     assert set(remembered) == {t.name for t in plan.tasks} and all(us > 0 for us in remembered.values()), remembered
     assert plan.timed and any("default schedule's time of all 2 tasks" in n for n in plan.notes), plan.notes
-    assert {t.name: t.default_us for t in plan.tasks} == remembered == plan.known_defaults
+    assert {t.name: t.default_us for t in plan.tasks} == remembered == plan.known_defaults[100]
+    assert Plan.from_dict(json.loads(json.dumps(plan.to_dict()))).known_defaults == {100: remembered}  # plan.json
     assert memory.known_defaults(library, hashes, "fp16") == {}  # an fp16 run builds its defaults otherwise
     assert not plan_run(wb.TuneSpec(trials=2, fresh=True, **FAST), home=home).timed
     run = wb.tune(wb.TuneSpec(trials=2, **FAST), home=home)

@@ -1,6 +1,5 @@
 """The references a finish needs (the untuned build; an fp16 run's float32 build), built by a worker while the stage
 tunes (a GPU run's supervisor starts it): real subprocesses and real TVM builds on the CPU, on copies of a real run."""
-import dataclasses
 import glob
 import os
 import time
@@ -27,12 +26,10 @@ def _without_references(run, home):
     return copy, folder, spec
 
 
-def test_gpu_and_tracker_runs_build_ahead_and_cpu_runs_do_not(cheap_done_run):
-    folder = store.RunDir(cheap_done_run.dir)
-    plan, spec = folder.read_plan(), folder.read_spec()
-    assert plan.target.kind == "cpu" and not wanted_ahead(plan.target, spec)  # its servers measure on the cores
-    assert wanted_ahead(type(plan.target)("cuda", "sm_90"), spec)
-    assert wanted_ahead(plan.target, dataclasses.replace(spec, tracker="10.0.0.5:9190:k"))  # measured elsewhere
+def test_gpu_runs_build_ahead_and_cpu_runs_do_not(cheap_done_run):
+    plan = store.RunDir(cheap_done_run.dir).read_plan()
+    assert plan.target.kind == "cpu" and not wanted_ahead(plan.target)  # its servers measure on the cores
+    assert wanted_ahead(type(plan.target)("cuda", "sm_90"))
 
 
 def test_the_finish_waits_for_the_worker_and_uses_what_it_built(cheap_done_run, tmp_path):

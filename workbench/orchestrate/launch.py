@@ -121,6 +121,7 @@ def plan_with_tasks(spec: TuneSpec, hw: Hardware | None = None, options: EngineO
     search_note = strategy_note(spec.strategy, kind, spec.precision)
     notes += [search_note] if search_note else []
     remembered: dict[str, float] = {}
+    known: dict[int, dict[str, float]] = {}
     if not spec.fresh:  # where the memory already knows a task, the run starts from its best known schedule
         library = memory.library(home or workbench_home(), memory.key(tspec, spec.slices[0]))
         refused = memory.unreadable(library)
@@ -134,12 +135,16 @@ def plan_with_tasks(spec: TuneSpec, hw: Hardware | None = None, options: EngineO
         notes += [memory.similar_note(like)] if like else []
         best = memory.best_known_us(found, hashes)
         tasks = [dataclasses.replace(t, known_us=best.get(t.name)) for t in tasks]  # ranked by it once timed
-        remembered = {} if refused else memory.known_defaults(library, hashes, spec.precision)
+        by_slice = {s: memory.library(home or workbench_home(), memory.key(tspec, s)) for s in spec.slices}
+        known = {s: memory.known_defaults(lib, hashes, spec.precision) for s, lib in by_slice.items()
+                 if not (refused if lib == library else memory.unreadable(lib))}
+        known = {s: d for s, d in known.items() if d}
+        remembered = known.get(spec.slices[0], {})
     plan = Plan(target=tspec, tasks=rows(tasks, budget), budget=budget,
                 shards=tuple(shards), options=options.resolved(kind), gpus=tuple(gpus),
                 input_shape=tuple(model.input_shape), dtype=model.dtype, notes=tuple(notes),
                 tracker_servers=servers or None, baseline=chosen.to_dict() if chosen else None,
-                known_defaults=remembered)
+                known_defaults=known)
     if remembered and len(remembered) == len(tasks):  # every default timed before: planned by them now
         note = (f"the tuning memory holds the default schedule's time of all {len(tasks)} tasks at {spec.slices[0]} "
                 "%: planned by measured time at once, and those defaults are not timed again")

@@ -76,7 +76,7 @@ def stage_plan(folder: RunDir, spec: TuneSpec, shards: tuple[Shard, ...], target
     """The servers and clients that tune at `tuned_at` (the plan's `shards`); `tracker` is (host, port, stage key);
     `await_plan`: the plan is by estimate, so its clients time the defaults and tune what the plan made again by the
     measured times gives them (`ShardJob.await_plan`); `known_defaults`: the default times the memory holds for this
-    stage's tasks (`Plan.known_defaults`, the first stage's), which its clients do not time again."""
+    stage's tasks (`Plan.known_defaults` of its slice), which its clients do not time again."""
     servers: tuple[WantedServer, ...] = ()
     if not options.local_runner and not spec.tracker:
         placement = place_servers(spec.servers, host.gpus) if target.kind == "cuda" else [None] * spec.servers

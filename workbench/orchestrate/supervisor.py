@@ -261,7 +261,7 @@ class Supervisor:
                 self.pool.key = f"{self.base_key}-{tuned_at}"
             tracker = (*self.pool.tracker_addr, self.pool.key)
             self._phase("servers", tuned_at=tuned_at)
-        known = self.plan.known_defaults if tuned_at == self.spec.slices[0] else None  # the first slice's library
+        known = self.plan.known_defaults.get(tuned_at)  # what this slice's library holds
         want = stage_plan(self.folder, self.spec, self.plan.shards, self.target, self.options, tuned_at, self._host(),
                           tracker, await_plan=not self.plan.timed, known_defaults=known)
         started = self._reconcile_servers(want)
@@ -280,7 +280,8 @@ class Supervisor:
         if not self.plan.timed and self._replan(tuned_at, want):
             want = stage_plan(self.folder, self.spec, self.plan.shards, self.target, self.options, tuned_at,
                               self._host(), tracker, known_defaults=known)  # the same clients, their new shares
-        if self.prebuild is None and wanted_ahead(self.target, self.spec):  # after the defaults: their builds first
+        # on a GPU, once the defaults are timed where the stage times them (their builds come first); not for a stop
+        if self.prebuild is None and wanted_ahead(self.target) and not self.stop_requested:
             with contextlib.suppress(OSError):  # optional: the finish builds what it finds missing
                 self.prebuild = start_prebuild(self.run_dir, self.spec, self.env)
             self._record_procs()

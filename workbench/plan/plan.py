@@ -69,9 +69,9 @@ class Plan:
     # plans by estimate and the supervisor replaces that plan once, before any trial; or, where the tuning memory
     # holds every task's default time (`memory.known_defaults`), the launcher plans by those at once.
     timed: bool = False
-    # The default times the tuning memory holds for the tasks at the run's first slice (µs by task; the launcher's
-    # `memory.known_defaults`): that stage's clients take these and do not time them again.
-    known_defaults: Mapping[str, float] = field(default_factory=dict)
+    # The default times the tuning memory holds for the tasks, by slice (µs by task; the launcher's
+    # `memory.known_defaults` of each slice's library): that stage's clients take these and do not time them again.
+    known_defaults: Mapping[int, Mapping[str, float]] = field(default_factory=dict)
 
     @property
     def trials(self) -> int:
@@ -93,7 +93,8 @@ class Plan:
                 "dtype": self.dtype, "notes": list(self.notes),
                 **({"tracker_servers": dict(self.tracker_servers)} if self.tracker_servers else {}),
                 **({"baseline": dict(self.baseline)} if self.baseline else {}), "timed": self.timed,
-                **({"known_defaults": dict(self.known_defaults)} if self.known_defaults else {})}
+                **({"known_defaults": {str(s): dict(d) for s, d in self.known_defaults.items()}}
+                   if self.known_defaults else {})}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Plan:
@@ -106,4 +107,5 @@ class Plan:
                    input_shape=tuple(int(x) for x in d.get("input_shape") or ()), dtype=str(d.get("dtype", "float32")),
                    notes=tuple(str(n) for n in d.get("notes") or ()), tracker_servers=d.get("tracker_servers") or None,
                    baseline=d.get("baseline") or None, timed=bool(d.get("timed", False)),
-                   known_defaults={str(k): float(v) for k, v in (d.get("known_defaults") or {}).items()})
+                   known_defaults={int(s): {str(k): float(v) for k, v in known.items()}
+                                   for s, known in (d.get("known_defaults") or {}).items()})

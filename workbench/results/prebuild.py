@@ -5,10 +5,9 @@ fp16 run, checks its outputs against the float32 build. Compiled only after Fini
 finish most of its compiling phase (each a full CUDA build of the model); built ahead, the finish compiles only the
 tuned build.
 
-Only where candidates are not measured on this host's cores: on GPU targets (the GPU measures them, which a compile on
-the host's CPU leaves alone) and in runs whose servers are behind a tracker (`--tracker`: elsewhere); the worker runs
-at a lower priority than the search. A CPU run's own servers measure candidates on the cores a compile would take, so
-its finish builds the references itself.
+Only on GPU targets: there candidates are measured on the GPU, which a compile on the host's CPU leaves alone, and
+the worker runs at a lower priority than the search. On a CPU target servers measure candidates on cores a compile
+could take (a tracker's servers too may share this host's), so the finish builds the references itself there.
 
 One writer per file: while the worker runs, it alone writes the references (each atomically); `finish_stage` waits
 for it to end (`Prebuild.wait`) and then builds whatever is still missing, so two writers never meet. A worker stopped
@@ -18,6 +17,7 @@ mid-build leaves no partial file (`Prebuild.stop`).
 """
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import sys
@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from workbench.hardware import TargetSpec
-from workbench.procs import ManagedProcess, python_argv
+from workbench.procs import ManagedProcess, group_alive, python_argv
 from workbench.runs import store
 from workbench.spec import TuneSpec
 
@@ -56,7 +56,8 @@ def clear_partial(folder: store.RunDir, spec: TuneSpec) -> None:
     for path in references(folder, spec).values():
         base, ext = os.path.splitext(path)
         for partial in glob.glob(f"{glob.escape(base)}.tmp*{ext}"):
-            os.unlink(partial)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(partial)
 
 
 def build_references(run_dir: str, spec: TuneSpec, target: TargetSpec, as_given=None, model=None,
@@ -89,10 +90,9 @@ def build_references(run_dir: str, spec: TuneSpec, target: TargetSpec, as_given=
     return took
 
 
-def wanted_ahead(target: TargetSpec, spec: TuneSpec) -> bool:
-    """Whether a run builds its references while it tunes: on a GPU, or measuring on a tracker's servers (see the
-    module's note)."""
-    return target.device_type != "cpu" or bool(spec.tracker)
+def wanted_ahead(target: TargetSpec) -> bool:
+    """Whether a run on `target` builds its references while it tunes (GPU targets: see the module's note)."""
+    return target.device_type != "cpu"
 
 
 @dataclass
@@ -117,10 +117,10 @@ class Prebuild:
 
     def stop(self) -> None:
         """Stop the worker and remove what it was writing (`store.write_atomic` names it after the writer's pid):
-        a reference is either whole under its name or absent. A worker that has ended is left alone (its process
-        group id may be another's by now)."""
+        a reference is either whole under its name or absent. The worker's whole group is stopped while any of it
+        lives (a compiler it started may outlive it)."""
         pid = self.proc.pid
-        if self.proc.poll() is None:
+        if self.proc.poll() is None or (pid is not None and group_alive(pid)):
             self.proc.stop()
         for path in self.paths:
             base, ext = os.path.splitext(path)

@@ -302,8 +302,9 @@ def describe(e: Event) -> str:
         case Compiled():
             kept = f"; {len(e.kept_default)} keep their default schedule, which was faster" if e.kept_default else ""
             took = f" in {e.seconds:.1f} s" if e.seconds else ""
-            ahead = f" ({' and '.join(e.references_ready)} already built)" if e.references_ready else ""
-            ahead += f" ({e.references_note})" if e.references_note else ""
+            said = [f"{' and '.join(e.references_ready)} already built"] if e.references_ready else []
+            ahead = f" ({'; '.join(said + ([e.references_note] if e.references_note else []))})" \
+                if said or e.references_note else ""
             return f"{at}compiled{took}{ahead}: tuned records for {len(e.kept_tuned)} of {e.tasks_total} tasks{kept}"
         case ReferencesBuilt():
             built = ", ".join(f"{name} in {s:.1f} s" for name, s in e.builds.items()) or "nothing left to build"

@@ -274,11 +274,17 @@ def known_defaults(folder: str, hashes: dict[str, str], precision: str) -> dict[
         return {}
     runs = read_json(os.path.join(folder, SOURCES), {"runs": []})["runs"]
     version, times = _tvm_version(), {}
-    for r in sorted((r for r in runs if isinstance(r, dict)), key=lambda r: float(r.get("t") or 0)):  # newest last
+    for r in sorted((r for r in runs if isinstance(r, dict)), key=_time_of):  # the newest last
         given = r.get("default_us")
         if r.get("tvm") == version and r.get("precision") == precision and isinstance(given, dict):
             times.update({h: float(us) for h, us in given.items() if isinstance(us, (int, float)) and us > 0})
     return {task: times[h] for task, h in hashes.items() if h in times}
+
+
+def _time_of(entry: dict[str, Any]) -> float:
+    """When a sources.json entry was written (0 where it says nothing a number)."""
+    t = entry.get("t")
+    return float(t) if isinstance(t, (int, float)) else 0.0
 
 
 def similar(folder: str, tasks: dict[str, tuple[str, list]]) -> dict[str, list[dict[str, Any]]]:
