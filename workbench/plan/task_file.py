@@ -16,7 +16,9 @@ TASKS_FILE = "tasks.json.gz"
 FORMAT = 1
 
 
-def _tvm_version() -> str:
+def tvm_version() -> str:
+    """The running TVM's version: what the files a run writes for itself (this one, the tuning memory's entries)
+    are valid for."""
     import tvm
 
     return str(tvm.__version__)
@@ -28,7 +30,7 @@ def save(run_dir: str, extracted: list, target) -> str:
 
     from workbench.runs.store import write_atomic
 
-    data = {"format": FORMAT, "tvm": _tvm_version(), "target": str(target),
+    data = {"format": FORMAT, "tvm": tvm_version(), "target": str(target),
             "tasks": [{"name": t.task_name, "weight": int(t.weight), "mod": tvm.ir.save_json(t.mod),
                        "dispatched": [tvm.ir.save_json(d) for d in t.dispatched]} for t in extracted]}
     path = os.path.join(run_dir, TASKS_FILE)
@@ -54,7 +56,7 @@ def load(run_dir: str, target) -> tuple[list | None, str]:
             data = json.load(f)
     except (OSError, ValueError) as err:
         return None, f"{TASKS_FILE} could not be read ({type(err).__name__})"
-    if data.get("format") != FORMAT or data.get("tvm") != _tvm_version() or data.get("target") != str(target):
+    if data.get("format") != FORMAT or data.get("tvm") != tvm_version() or data.get("target") != str(target):
         return None, f"{TASKS_FILE} was written for another TVM or target"
     return [ms.ExtractedTask(t["name"], tvm.ir.load_json(t["mod"]), target,
                              [tvm.ir.load_json(d) for d in t["dispatched"]], int(t["weight"]))

@@ -33,14 +33,25 @@ def repair_databases(run_dir: str) -> list[str]:
     return changed
 
 
-def measured_defaults(run_dir: str, tuned_at: int, remembered: bool = True) -> dict[str, float | None]:
-    """Each task's default-schedule time (us) as the stage's clients measured it (the latest wins); `remembered`:
-    with the times they took from the tuning memory (`DefaultsTimed.remembered`) instead of timing."""
+def defaults_said(run_dir: str, tuned_at: int) -> list[DefaultsTimed]:
+    """The stage's `defaults` events, in order."""
+    return [e for e in EventReader(store.RunDir(run_dir).events_file).read_new()
+            if isinstance(e, DefaultsTimed) and e.tuned_at == tuned_at]
+
+
+def default_times(said: list[DefaultsTimed], remembered: bool = True) -> dict[str, float | None]:
+    """Each task's default-schedule time (us) in `said` (the latest wins); `remembered`: with the times the clients
+    took from the tuning memory (`DefaultsTimed.remembered`) instead of timing."""
     out: dict[str, float | None] = {}
-    for e in EventReader(store.RunDir(run_dir).events_file).read_new():
-        if isinstance(e, DefaultsTimed) and e.tuned_at == tuned_at and (remembered or not e.remembered):
+    for e in said:
+        if remembered or not e.remembered:
             out.update(e.defaults_us)
     return out
+
+
+def measured_defaults(run_dir: str, tuned_at: int) -> dict[str, float | None]:
+    """Each task's default-schedule time (us) as the stage's clients measured or took it (the latest wins)."""
+    return default_times(defaults_said(run_dir, tuned_at))
 
 
 def stage_verdict(tuned: dict, untuned: dict, uses_tuned_records: bool) -> tuple[str, str]:
@@ -108,7 +119,8 @@ def finish_stage(run_dir: str, spec: TuneSpec, target: TargetSpec, tuned_at: int
     tasks = tasks if tasks is not None else extract_tasks(model.mod, tvm_target)
     steps[how] = round(time.time() - t0, 2)
     remembered = {} if spec.fresh else from_memory(run_dir, target, tuned_at, merged.path, tasks, tvm_target)
-    defaults = measured_defaults(run_dir, tuned_at)  # the floor: the memory's where it held them, as the plan did
+    timings = defaults_said(run_dir, tuned_at)
+    defaults = default_times(timings)  # the floor: the memory's where it held them, as the plan did
     choices = floored_database(merged.path, folder.best_db(tuned_at), tasks, tvm_target, defaults)
     ahead_note = ""
     if prebuild is not None:  # it alone writes the references while it runs: wait, then build what it left
@@ -177,7 +189,7 @@ def finish_stage(run_dir: str, spec: TuneSpec, target: TargetSpec, tuned_at: int
            "tasks_tuned": sum(c.best_us is not None for c in choices), "kept_default": len(kept_default),
            "tasks_total": len(choices), **against,
            "library": tuned}
-    timed_here = measured_defaults(run_dir, tuned_at, remembered=False)  # the memory learns only new timings
+    timed_here = default_times(timings, remembered=False)  # the memory learns only new timings
     default_us = {memory.workload_hash(t.dispatched[0]): us for t in tasks
                   if (us := timed_here.get(t.task_name)) is not None}
     row.update(remember_stage(run_dir, spec, target, tuned_at, merged.path, model.input_shape, default_us))

@@ -54,8 +54,7 @@ def clear_partial(folder: store.RunDir, spec: TuneSpec) -> None:
     """Remove what a writer of the references killed mid-write left (`store.write_atomic`'s temporary files); call it
     only while no worker runs."""
     for path in references(folder, spec).values():
-        base, ext = os.path.splitext(path)
-        for partial in glob.glob(f"{glob.escape(base)}.tmp*{ext}"):
+        for partial in glob.glob(store.partial_path(path, "*")):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(partial)
 
@@ -122,10 +121,9 @@ class Prebuild:
         pid = self.proc.pid
         if self.proc.poll() is None or (pid is not None and group_alive(pid)):
             self.proc.stop()
-        for path in self.paths:
-            base, ext = os.path.splitext(path)
-            if pid is not None and os.path.exists(f"{base}.tmp{pid}{ext}"):
-                os.unlink(f"{base}.tmp{pid}{ext}")
+        for path in self.paths if pid is not None else ():
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(store.partial_path(path, pid))
 
 
 def start_prebuild(run_dir: str, spec: TuneSpec, env: dict[str, str]) -> Prebuild | None:

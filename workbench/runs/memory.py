@@ -31,7 +31,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from workbench.hardware import TargetSpec, detect
+from workbench.plan.task_file import tvm_version
 from workbench.runs.store import RECORDS_FILE, WORKLOADS_FILE, read_json, write_json
+from workbench.units import mean_seconds
 
 SOURCES = "sources.json"
 SEEDED_FILE = "memory_seeded.json"  # in a shard's database folder, written by its client: {task: records seeded}
@@ -224,7 +226,7 @@ def remember(folder: str, db_path: str, source: dict[str, Any]) -> tuple[int, st
             added += 1
         sources = read_json(os.path.join(folder, SOURCES), {"runs": []})
         sources["runs"].append({**source, "t": time.time(), "records": added, "workloads": sorted(signatures),
-                                "signatures": signatures, "best_us": best_us, "tvm": _tvm_version()})
+                                "signatures": signatures, "best_us": best_us, "tvm": tvm_version()})
         write_json(os.path.join(folder, SOURCES), sources)
     return added, note
 
@@ -232,7 +234,8 @@ def remember(folder: str, db_path: str, source: dict[str, Any]) -> tuple[int, st
 def _mean_us(run_secs) -> float:
     """A record's time as MetaSchedule ranks records (the mean of its run_secs), in µs rounded as batch events say
     it."""
-    return round(1e6 * sum(float(s) for s in run_secs) / len(run_secs), 3) if run_secs else float("inf")
+    mean = mean_seconds(run_secs)
+    return float("inf") if mean is None else round(mean * 1e6, 3)
 
 
 def known(folder: str, hashes: dict[str, str]) -> dict[str, list[dict[str, Any]]]:
@@ -258,12 +261,6 @@ def best_known_us(found: dict[str, list[dict[str, Any]]], hashes: dict[str, str]
     return out
 
 
-def _tvm_version() -> str:
-    import tvm
-
-    return str(tvm.__version__)
-
-
 def known_defaults(folder: str, hashes: dict[str, str], precision: str) -> dict[str, float]:
     """{task: its default schedule's time (µs)} of the tasks `hashes` ({task: workload hash}) whose default an earlier
     run of this TVM at this `precision` timed at the library's target, device and slice (the newest run's time).
@@ -273,7 +270,7 @@ def known_defaults(folder: str, hashes: dict[str, str], precision: str) -> dict[
     if _sources_why(folder):
         return {}
     runs = read_json(os.path.join(folder, SOURCES), {"runs": []})["runs"]
-    version, times = _tvm_version(), {}
+    version, times = tvm_version(), {}
     for r in sorted((r for r in runs if isinstance(r, dict)), key=_time_of):  # the newest last
         given = r.get("default_us")
         if r.get("tvm") == version and r.get("precision") == precision and isinstance(given, dict):

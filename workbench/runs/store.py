@@ -221,11 +221,17 @@ def new_serve_dir(home: str | None = None) -> str:
     return path
 
 
+def partial_path(path: str, writer: int | str) -> str:
+    """Where `write_atomic` in process `writer` writes `path` before moving it into place ("*": any writer's, as a
+    glob pattern; `path` is then escaped)."""
+    base, ext = os.path.splitext(glob.escape(path) if writer == "*" else path)
+    return f"{base}.tmp{writer}{ext}"
+
+
 def write_atomic(path: str, write: Callable[[str], object]) -> str:
     """`write(tmp)` a temporary path beside `path` (with its extension), then move it into place at once: a
     reader never sees half a file, and a write that fails leaves nothing behind."""
-    base, ext = os.path.splitext(path)
-    tmp = f"{base}.tmp{os.getpid()}{ext}"
+    tmp = partial_path(path, os.getpid())
     try:
         write(tmp)
         os.replace(tmp, path)

@@ -267,7 +267,7 @@ def run(job: ShardJob) -> int:
         defaults_s: dict[str, float] = {}  # each task's default schedule's time, where this client timed it
         if job.replica == 0:  # replicas of a task share its default: the first one times it
             own = [by_name[n] for n in job.tasks] + [by_name[n] for n in job.measure]
-            known = {t.task_name: job.known_defaults[t.task_name] for t in own if t.task_name in job.known_defaults}
+            known = dict(job.known_defaults)  # of `own` only: stage_plan gives a shard its own tasks' times
             left = len(own) - len(known)
             if known:  # timed by an earlier run of this TVM here: said first, not timed again
                 defaults_s.update((task, us * 1e-6) for task, us in known.items())
