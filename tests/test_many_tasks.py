@@ -125,8 +125,9 @@ def test_a_budget_too_small_is_refused_naming_the_smallest_useful_one(standin, t
     assert not (tmp_path / "runs").exists() or not list((tmp_path / "runs").iterdir())
 
 
-def test_a_budget_below_a_batch_per_shard_measures_smaller_batches_and_says_so(standin):
-    plan = wb.plan_run(wb.TuneSpec(model=standin, input_shape=INPUT_SHAPE, trials=8, trials_per_batch=4, shards=4))
+def test_a_budget_below_a_batch_per_shard_measures_smaller_batches_and_says_so(standin, tmp_path):
+    plan = wb.plan_run(wb.TuneSpec(model=standin, input_shape=INPUT_SHAPE, trials=8, trials_per_batch=4, shards=4),
+                       home=str(tmp_path))
     budget = plan.budget
     assert budget.batch == 2 and budget.batch_asked == 4 and budget.tasks_tuned == 4
     assert sum(s.trials for s in plan.shards) == 8
@@ -135,9 +136,9 @@ def test_a_budget_below_a_batch_per_shard_measures_smaller_batches_and_says_so(s
     assert "in batches of 2 (not 4: the budget is below a batch per shard)" in describe(budget)
 
 
-def test_trials_per_task_tunes_every_task_with_that_many(standin):
+def test_trials_per_task_tunes_every_task_with_that_many(standin, tmp_path):
     plan = wb.plan_run(wb.TuneSpec(model=standin, input_shape=INPUT_SHAPE, trials_per_task=8, trials_per_batch=4,
-                                   shards=2))
+                                   shards=2), home=str(tmp_path))
     assert plan.budget.tasks_tuned == 22 and plan.trials == 22 * 8
     assert sum(s.trials for s in plan.shards) == 22 * 8
     assert wb.Plan.from_dict(json.loads(json.dumps(plan.to_dict()))) == plan

@@ -91,10 +91,10 @@ def test_untimed_tasks_are_ranked_by_their_scaled_estimate_and_no_time_keeps_the
     assert same == tasks and none == ["a", "b", "c"]
 
 
-def test_a_plan_without_any_time_stays_by_estimate_and_says_so():
+def test_a_plan_without_any_time_stays_by_estimate_and_says_so(tmp_path):
     from workbench.orchestrate.launch import plan_run
 
-    plan = plan_run(wb.TuneSpec(model="mlp-small", trials=16))
+    plan = plan_run(wb.TuneSpec(model="mlp-small", trials=16), home=str(tmp_path))  # an empty memory: no time known
     assert not plan.timed and plan.budget.selection == SELECTION
     done = by_measured(plan, wb.TuneSpec(model="mlp-small", trials=16), {t.name: None for t in plan.tasks})
     assert done.plan.timed and done.plan.tuned == plan.tuned and done.estimate_share is None

@@ -284,12 +284,12 @@ def test_cpu_slices_of_one_core_count_are_swept_once():
     assert [p for p, _ in sweep_points([10, 20, 30, 50, 70, 100], sixteen)] == [10, 20, 30, 50, 70, 100]
 
 
-def test_the_plan_says_before_the_run_when_slices_share_their_cores():
+def test_the_plan_says_before_the_run_when_slices_share_their_cores(tmp_path):
     from workbench.hardware import Hardware
     from workbench.orchestrate import launch
 
     spec = TuneSpec(model="mlp-small", target="cpu", slices=(25, 50, 100), sweep_slices=(10, 30, 100))
-    notes = launch.plan_run(spec, hw=Hardware(2)).notes
+    notes = launch.plan_run(spec, hw=Hardware(2), home=str(tmp_path)).notes  # an empty memory: planned by estimate
     assert len(notes) == 4
     assert notes[0].startswith("tuning slices 25, 50 % are both 1 of 2 cores: each is tuned, on the same number of "
                                "cores"), notes
@@ -297,7 +297,8 @@ def test_the_plan_says_before_the_run_when_slices_share_their_cores():
     assert notes[2].startswith("on a CPU, TVM's untuned build is a naive loop nest, so a speedup over it means "
                                "little: "), notes
     assert notes[3].startswith("the shard measures fewer than 100 trials (32): TVM's XGBoost cost model"), notes
-    quiet = launch.plan_run(spec.replace(slices=(50, 100), sweep_slices=(), trials=100), hw=Hardware(2)).notes
+    quiet = launch.plan_run(spec.replace(slices=(50, 100), sweep_slices=(), trials=100), hw=Hardware(2),
+                            home=str(tmp_path)).notes
     assert len(quiet) == 1 and quiet[0].startswith("on a CPU, TVM's untuned build is a naive loop nest")
 
 
