@@ -13,7 +13,8 @@ first batch as the plan's `auto` does (TVM's evolution on CUDA, at random on CPU
 forces one or the other; a `+batch` suffix measures each batch over one RPC session per server
 (`workbench/tuning/runner/batch.py`, the product's default runner since 2026-11-30; without the suffix a
 config measures as stock's `RPCRunner` does, one session per candidate); a `+cut` suffix stops a batch
-waiting for a straggling build (`workbench.tuning.builder.persistent.StragglerCut`); a `+dask` suffix runs
+waiting for a straggling build (`workbench.tuning.builder.persistent.StragglerCut`); `+lean` searches with the lean
+evolution and `+nbr` with the evolution and neighbours after a stalled batch (`--strategy`); a `+dask` suffix runs
 the shard clients on a Dask LocalCluster (`--cluster local`: a worker process per shard, the cores split
 between them). Every config gets the same model, trial budget, batch size, cost model and seed.
 
@@ -44,7 +45,7 @@ from workbench.results.sweep import infer_at
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-CONFIG_RE = re.compile(r"^(\d+)x(\d+)@(\d+)(?:/(\d+)gpu)?(\+evo|\+rand)?(\+batch)?(\+cut)?(\+lean)?(\+dask)?$")
+CONFIG_RE = re.compile(r"^(\d+)x(\d+)@(\d+)(?:/(\d+)gpu)?(\+evo|\+rand)?(\+batch)?(\+cut)?(\+lean|\+nbr)?(\+dask)?$")
 TOLERANCE = 1.03
 
 
@@ -54,14 +55,15 @@ def parse_config(text: str) -> dict:
                 "first_round": "evolutionary", "gpus": 1, "strategy": "evolutionary"}
     m = CONFIG_RE.match(text)
     if not m:
-        raise SystemExit(f"bad config {text!r}: use stock or KxS@P[/Ngpu][+evo|+rand][+batch][+cut][+lean][+dask], "
-                         "e.g. 2x2@50 or 4x8@50/2gpu")
+        raise SystemExit(f"bad config {text!r}: use stock or KxS@P[/Ngpu][+evo|+rand][+batch][+cut][+lean|+nbr]"
+                         "[+dask], e.g. 2x2@50 or 4x8@50/2gpu")
     k, s, p = map(int, m.groups()[:3])
     return {"name": text, "shards": k, "servers": s, "slice": p, "runner": "rpc-batch" if m.group(6) else "rpc",
             "builder": "persistent-cut" if m.group(7) else "persistent",
             "first_round": {"+evo": "evolutionary", "+rand": "random"}.get(m.group(5), "auto"),
             "gpus": int(m.group(4) or 1),
-            "strategy": "evolutionary-lean" if m.group(8) else "evolutionary",
+            "strategy": {"+lean": "evolutionary-lean", "+nbr": "evolutionary-neighbours"}.get(m.group(8),
+                                                                                               "evolutionary"),
             "cluster": "local" if m.group(9) else None}
 
 

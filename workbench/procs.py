@@ -11,7 +11,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
@@ -27,6 +27,10 @@ class Status(enum.Enum):
 
 class ProcessError(RuntimeError):
     """A child failed to start or died; the message carries its exit code and log tail."""
+
+
+class Interrupted(Exception):
+    """A wait for a worker ended because its caller was asked to stop (`ManagedProcess.wait_unless`)."""
 
 
 def tail(path: str, lines: int = 15) -> str:
@@ -220,6 +224,18 @@ class ManagedProcess:
             return self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
             return None
+
+    def wait_unless(self, timeout: float, should_stop: Callable[[], bool], poll_s: float = 0.2) -> int | None:
+        """The exit code, None after `timeout`; raises Interrupted as soon as `should_stop()` (the process is left
+        running: the caller stops it, and removes what it was writing)."""
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            code = self.wait(min(poll_s, left))
+            if code is not None:
+                return code
+            if should_stop():
+                raise Interrupted(f"{self.name} stopped on request")
+        return None
 
     def stop(self, term_timeout: float = 3.0, kill_timeout: float = 2.0) -> None:
         """Graceful then forced stop of the whole group; safe to call twice, always terminal."""

@@ -19,6 +19,7 @@ import time
 
 from workbench.orchestrate.cluster_task import ShardTask, probe_worker, run_shard
 from workbench.orchestrate.shard_launch import ShardLaunch
+from workbench.plan.task_file import tvm_version
 from workbench.procs import ProcessError
 from workbench.runs.event_types import ClusterReady, ShardPlaced, WorkerLost
 from workbench.runs.events import EventWriter, append_lines
@@ -364,7 +365,7 @@ def check_workers(client, address: str, probe_tvm: bool = True) -> list[dict]:
                            f"({len(workers)} workers); start them with: dask worker {address} --resources "
                            f"{TUNE_RESOURCE}=1 --nthreads N")
     ours: dict[str, str] = {}
-    importing = threading.Thread(target=lambda: ours.update(tvm=_tvm_version()) if probe_tvm else None)
+    importing = threading.Thread(target=lambda: ours.update(tvm=tvm_version()) if probe_tvm else None)
     importing.start()  # TVM's import here overlaps the workers'
     probes = client.run(probe_worker, probe_tvm, workers=list(tune), on_error="return")
     importing.join()
@@ -384,12 +385,6 @@ def check_workers(client, address: str, probe_tvm: bool = True) -> list[dict]:
                            f"the same (pip install apache-tvm=={here})")
     return [{"worker": a, "name": str(tune[a].get("name")), "host": probes[a]["host"], "nthreads": tune[a]["nthreads"],
              "pid": probes[a]["pid"], "tvm": probes[a].get("tvm")} for a in sorted(tune)]
-
-
-def _tvm_version() -> str:
-    import tvm
-
-    return tvm.__version__
 
 
 def _has_bokeh() -> bool:

@@ -26,12 +26,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from workbench.hardware import TargetSpec
-from workbench.procs import ManagedProcess, group_alive, python_argv
+from workbench.procs import Interrupted, ManagedProcess, group_alive, python_argv
 from workbench.runs import store
 from workbench.spec import TuneSpec
 
 NICE = 10  # below the search's priority: the search is most of a GPU run's CPU time (notes: tvm-0.27.md)
-WAIT_POLL_S = 0.2
 # The longest a finish waits for the worker: once tuning stops the worker has the cores, and two builds of a large
 # model take a few minutes; a worker still going then is taken as stuck, stopped, and the finish builds instead.
 WAIT_LIMIT_S = 900.0
@@ -104,14 +103,15 @@ class Prebuild:
     def wait(self, should_stop: Callable[[], bool], limit_s: float = WAIT_LIMIT_S) -> str | None:
         """Wait until the worker ends: '' when it built what it was asked, else a note saying why not (the finish
         then builds what it left); None once `should_stop()`. A worker cut short is stopped."""
-        deadline, log = time.monotonic() + limit_s, os.path.basename(self.proc.log_path)
-        while (code := self.proc.wait(WAIT_POLL_S)) is None:
-            if should_stop():
-                self.stop()
-                return None
-            if time.monotonic() > deadline:
-                self.stop()
-                return f"the reference builds ahead did not end within {limit_s:.0f} s: stopped (logs/{log})"
+        log = os.path.basename(self.proc.log_path)
+        try:
+            code = self.proc.wait_unless(limit_s, should_stop)
+        except Interrupted:
+            self.stop()
+            return None
+        if code is None:
+            self.stop()
+            return f"the reference builds ahead did not end within {limit_s:.0f} s: stopped (logs/{log})"
         return "" if code == 0 else f"the reference builds ahead failed (exit code {code}; logs/{log})"
 
     def stop(self) -> None:

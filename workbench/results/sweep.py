@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -11,7 +10,7 @@ import pandas as pd
 
 from workbench.hardware import TargetSpec, detect
 from workbench.mps import start_daemons
-from workbench.procs import ManagedProcess, ProcessError, python_argv, tail, with_torch
+from workbench.procs import Interrupted, ManagedProcess, ProcessError, python_argv, tail, with_torch
 from workbench.runs import store
 from workbench.runs.event_types import Error, MpsStatus, SweepFinished, SweepPoint, SweepStarted
 from workbench.runs.events import EventWriter
@@ -20,27 +19,10 @@ from workbench.servers.slices import SliceBinding, SliceHost, apply_slice, core_
 INFER_TIMEOUT_S = 600.0
 UNTUNED = "untuned"  # the untuned build's name among a sweep's libraries (the tuned ones are named by their slice)
 
-STOP_POLL_S = 0.2
 # The least milliseconds one timing measurement lasts (TVM's min_repeat_ms: calls repeated until then, their mean is
 # the measurement): 20 on a GPU, 50 on a CPU. This variable sets it for quick runs whose timings need not be precise
 # (the test suite: 10); the rounds, their statistics and the verdict's test stay as they are.
 MIN_REPEAT_ENV = "WORKBENCH_MIN_REPEAT_MS"
-
-
-class Interrupted(Exception):
-    """An inference worker was stopped because its caller was asked to stop."""
-
-
-def _wait(proc: ManagedProcess, timeout: float, should_stop: Callable[[], bool]) -> int | None:
-    """The worker's exit code, None after `timeout`; raises Interrupted as soon as should_stop()."""
-    deadline = time.monotonic() + timeout
-    while (left := deadline - time.monotonic()) > 0:
-        code = proc.wait(min(STOP_POLL_S, left))
-        if code is not None:
-            return code
-        if should_stop():
-            raise Interrupted(f"{proc.name} stopped on request")
-    return None
 
 
 def min_repeat_ms(target_kind: str) -> int:
@@ -140,7 +122,7 @@ def infer_at(run_dir: str, percent: int, libs: dict[str, str], model, target: Ta
         proc, binding = _worker(run_dir, percent, target, host, env, tracker, torch, tag, [job_path])
         proc.start()
     try:
-        code = _wait(proc, timeout, should_stop)
+        code = proc.wait_unless(timeout, should_stop)
     finally:
         proc.stop()
     if code is None:
