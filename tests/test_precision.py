@@ -22,6 +22,32 @@ def test_fp16_changes_the_tasks_and_keeps_the_interface():
     assert 'dtype="float16"' not in fp32.mod.script() and FP16_NOTE in fp16.note
 
 
+def test_fp16_takes_relu6_whose_bounds_the_importer_gives_as_prim_values():
+    """mobilenetv2's ReLU6 comes from torch's importer as R.clip(x, 0, 6) with PrimValue bounds, which Relax's
+    ToMixedPrecision cannot type (it stopped mobilenetv2's fp16 plan); at fp16 the model computes the same."""
+    torch = pytest.importorskip("torch")
+    import tvm
+    from tvm import relax
+    from tvm.relax.frontend.torch import from_exported_program
+
+    from workbench.models.load import LoadedModel, in_precision
+
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU6(), torch.nn.Conv2d(8, 4, 1)).eval()
+    x = torch.randn(1, 3, 16, 16) * 4
+    mod = from_exported_program(torch.export.export(net, (x,)))
+    assert "R.clip(" in mod.script()
+    fp16 = in_precision(LoadedModel("relu6", mod, "x", (1, 3, 16, 16), "float32"), "fp16")
+    assert 'dtype="float16"' in fp16.mod.script() and "R.clip(" not in fp16.mod.script()
+
+    def run(m: tvm.IRModule) -> np.ndarray:
+        out = relax.VirtualMachine(tvm.compile(m, target="llvm"), tvm.cpu())["main"](tvm.runtime.tensor(x.numpy()))
+        return (out[0] if not hasattr(out, "numpy") else out).numpy()
+
+    want, got = run(mod), run(fp16.mod)
+    np.testing.assert_allclose(want, net(x).detach().numpy(), rtol=1e-4, atol=1e-4)
+    assert np.allclose(got, want, rtol=1e-2, atol=1e-2 * np.abs(want).max()) and not np.array_equal(got, want)
+
+
 def test_a_bad_precision_is_one_line_naming_the_field():
     with pytest.raises(wb.SpecError, match="^precision: must be one of fp32, fp16, got 'bf16'$"):
         wb.TuneSpec(precision="bf16")

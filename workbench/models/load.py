@@ -112,9 +112,29 @@ def in_precision(model: LoadedModel, precision: str) -> LoadedModel:
         raise SpecError("precision", f"fp16 applies to a float32 model; {model.name} takes {model.dtype}")
     from tvm import relax
 
-    mod = relax.transform.ToMixedPrecision(out_dtype="float32")(model.mod)
+    mod = relax.transform.ToMixedPrecision(out_dtype="float32")(_clip_as_min_max(model.mod))
     note = "; ".join(n for n in (model.note, FP16_NOTE) if n)
     return replace(model, mod=mod, note=note)
+
+
+def _clip_as_min_max(mod: tvm.IRModule) -> tvm.IRModule:
+    """`R.clip(x, lo, hi)` (ReLU6: torch's importer gives its bounds as PrimValues, which ToMixedPrecision cannot
+    type) as `minimum(maximum(x, lo), hi)` on float32 constants: the same values, in operators the pass converts."""
+    import tvm
+    from tvm import relax
+    from tvm.relax.dpl import is_op, rewrite_call, wildcard
+
+    clip = is_op("relax.clip")(wildcard(), wildcard(), wildcard())
+
+    def as_min_max(call: relax.Call, _matches: dict) -> relax.Expr:
+        x, lo, hi = call.args
+        return relax.op.minimum(relax.op.maximum(x, relax.const(float(lo.value), "float32")),
+                                relax.const(float(hi.value), "float32"))
+
+    out = tvm.IRModule(attrs=mod.attrs) if mod.attrs is not None else tvm.IRModule()
+    for gv, func in mod.functions.items():
+        out[gv] = rewrite_call(clip, as_min_max, func) if isinstance(func, relax.Function) else func
+    return out
 
 
 # --------------------------------------------------------------------------------------------
