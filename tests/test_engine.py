@@ -1,4 +1,5 @@
 """End to end on the CPU: real tuning, 2 shards x 2 core-sliced RPC servers on loopback."""
+import dataclasses
 import json
 import os
 import re
@@ -19,6 +20,7 @@ from workbench.procs import group_alive
 from workbench.results.recommend import tuned_vs_untuned
 from workbench.runs import store
 from workbench.runs.events import parse as ev_parse
+from workbench.runs.model import TunedModel
 
 SPEC = dict(model="mlp-small", shards=2, servers=2, slices=(50,), trials=8, trials_per_batch=4,
             sweep_slices=(50, 100))
@@ -398,6 +400,42 @@ def test_the_tuned_model_goes_out_and_loads_where_the_workbench_is_not(finished_
     assert len(run.database(best["tuned_at"])) >= 0  # a stock JSONDatabase of the records it uses
     with pytest.raises(wb.SpecError, match="tuned_at"):
         run.model(tuned_at=37)
+
+
+def test_a_cpu_model_is_compiled_for_this_cpu_and_refused_by_one_that_lacks_its_instructions(finished_run, tmp_path):
+    """A CPU run compiles for this host's CPU (its vector units), and says so in the signature; a model compiled for a
+    CPU with instructions this one lacks is refused with one line, in the workbench and in the exported loader,
+    instead of stopping the process at its first such instruction."""
+    import tvm
+    from tvm.target import codegen
+
+    from workbench.hardware import host_cpu
+
+    cpu, why = host_cpu()
+    assert finished_run.plan.target.arch == cpu, why
+    assert finished_run.model().signature.target["arch"] == cpu
+
+    def vector_isa(arch: str) -> set[str]:
+        features = codegen.llvm_get_cpu_features(tvm.target.Target({"kind": "llvm", "mcpu": arch}))
+        return {str(f) for f in features if str(f).startswith(("avx", "amx"))}
+
+    here = vector_isa(cpu or "x86-64")
+    richer = next((str(a) for a in codegen.llvm_get_cpu_archlist(tvm.target.Target("llvm"))
+                   if vector_isa(str(a)) - here), None)
+    assert richer is not None, "LLVM knows no CPU with instructions this one lacks"
+    folder = finished_run.model().export(str(tmp_path / "m"))
+    sig_path = os.path.join(folder, "signature.json")
+    sig = json.load(open(sig_path))
+    sig["target"]["arch"] = str(richer)
+    json.dump(sig, open(sig_path, "w"))
+    out = subprocess.run([sys.executable, os.path.join(folder, "load.py")], capture_output=True, text=True,
+                         timeout=300, env=tvm_env())
+    assert out.returncode == 1 and f"compiled for a {richer} CPU and uses" in out.stderr, out.stderr[-2000:]
+    assert "which this CPU lacks: tune it again on this machine" in out.stderr
+    moved = TunedModel(finished_run.model().library, dataclasses.replace(
+        finished_run.model().signature, target=sig["target"]))
+    with pytest.raises(RuntimeError, match=f"compiled for a {richer} CPU"):
+        moved(np.zeros(finished_run.plan.input_shape, "float32"))
 
 
 def test_workbench_export_writes_the_model_a_user_takes_away(finished_run, tmp_path):

@@ -128,6 +128,9 @@ def test_serve_registers_its_slices_a_run_measures_on_them_and_sigint_leaves_not
             [("external", 50, "cores", True)], ready  # what the server said of its slice, not "not managed here"
         assert "servers behind tracker" in tune.stdout and "as workbench serve set it" in tune.stdout, tune.stdout
         assert tracker_servers(f"127.0.0.1:{tracker.port}:k")["slice_percent"] == 50
+        # its candidates run on the servers' CPUs, which may lack this one's instructions: the generic CPU's
+        assert json.load(open(os.path.join(run_dir, "plan.json")))["target"]["arch"] == ""
+        assert f"not for this one: the servers behind 127.0.0.1:{tracker.port}:k may run on other CPUs" in tune.stdout
         # a CPU run: its servers (here on this host) measure on cores a build would take, so the finish builds them
         said = {e["kind"]: e for e in map(json.loads, open(os.path.join(run_dir, "events.jsonl")))}
         assert "references_built" not in said and not os.path.exists(os.path.join(run_dir, "logs", "prebuild.log"))

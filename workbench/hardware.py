@@ -4,6 +4,7 @@ NVML failures are data, not exceptions: `Hardware.gpu_note` says why there is no
 """
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -116,7 +117,7 @@ class TargetSpec:
     """A JSON-friendly description of a TVM target; `build()` makes the Target in any process."""
 
     kind: str  # cpu | cuda
-    arch: str = ""
+    arch: str = ""  # cuda: sm_XY; cpu: LLVM's name of the CPU compiled for ("": the family's generic CPU)
     num_cores: int = 1
 
     def to_dict(self) -> dict[str, Any]:
@@ -130,7 +131,8 @@ class TargetSpec:
         import tvm
 
         if self.kind == "cpu":
-            return tvm.target.Target({"kind": "llvm", "num-cores": self.num_cores})
+            return tvm.target.Target({"kind": "llvm", "num-cores": self.num_cores,
+                                      **({"mcpu": self.arch} if self.arch else {})})
         if self.arch in ("sm_90", "sm_90a"):
             # No H200 tag exists; the H100 tag has the same SM (notes: tvm-0.27.md section 7).
             return tvm.target.Target("nvidia/nvidia-h100", host={"kind": "llvm"})
@@ -151,4 +153,73 @@ def target_spec(target: str, hw: Hardware, num_cores: int | None = None, arch: s
             g = hw.gpus[0]
             arch = f"sm_{g.sm_major}{g.sm_minor}"
         return TargetSpec("cuda", arch, num_cores or hw.ncores)
-    return TargetSpec("cpu", "", num_cores or hw.ncores)
+    return TargetSpec("cpu", host_cpu()[0] if arch is None else arch, num_cores or hw.ncores)
+
+
+@functools.cache
+def host_cpu() -> tuple[str, str]:
+    """LLVM's name of this host's CPU, to compile for (its vector units: AVX2, AVX-512, NEON...), and "" with the
+    reason where the run compiles for the generic CPU of its family instead: LLVM cannot name it, or the CPU model
+    implies instructions the kernel does not let programs use (a virtual machine that hides AVX-512, say), which a
+    library compiled for the model would run into."""
+    from tvm.target import codegen
+
+    try:
+        cpu = str(codegen.llvm_get_system_cpu())
+        valid = cpu not in ("", "generic") and codegen.llvm_is_valid_cpu(cpu, codegen.llvm_get_system_triple())
+    except Exception as e:  # noqa: BLE001 - TVM built without LLVM's host queries: the generic CPU is safe
+        return "", f"LLVM cannot name this CPU ({type(e).__name__}: {e})"
+    if not valid:
+        return "", f"LLVM does not know this CPU ({cpu or 'no name'})"
+    hidden = cpu_lacks({"kind": "cpu", "arch": cpu})
+    if hidden:
+        return "", f"this CPU is a {cpu}, but the kernel does not offer {', '.join(hidden)}"
+    return cpu, ""
+
+
+def generic_cpu_note(why: str) -> str:
+    return (f"compiling for any CPU of this family (on x86-64: SSE2, no AVX or FMA), not for this one: {why}; the "
+            "tuned model will be slower than this CPU allows")
+
+
+def cpu_lacks(target: dict) -> list[str]:
+    """The instructions a library compiled for `target` (a TargetSpec's dict) may use that this host cannot run:
+    those its CPU model has and this host's model lacks (LLVM's tables), and those the kernel does not offer
+    (/proc/cpuinfo's flags: a virtual machine may hide AVX-512). [] for a GPU's target or the generic CPU's, or
+    where TVM cannot tell. Needs TVM alone: the exported model's loader carries this function's source."""
+    import re
+
+    import tvm
+
+    arch = target.get("arch", "") if target.get("kind") == "cpu" else ""
+    if not arch:
+        return []
+    try:
+        from tvm.target import codegen
+
+        def isa(cpu):
+            features = codegen.llvm_get_cpu_features(tvm.target.Target({"kind": "llvm", "mcpu": cpu}))
+            return {str(f) for f in features if str(f).startswith(("sse", "ssse", "avx", "fma", "f16c", "bmi",
+                                                                    "popcnt", "lzcnt", "movbe", "aes", "pclmul",
+                                                                    "sha", "gfni", "vaes", "amx", "neon", "sve",
+                                                                    "dotprod", "i8mm", "fullfp16"))}
+
+        wanted, here = isa(arch), isa(str(codegen.llvm_get_system_cpu()))
+    except Exception:  # noqa: BLE001 - a TVM without LLVM's tables cannot tell
+        return []
+    lacks = wanted - here
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), None)
+    except OSError:
+        flags = None
+    if flags is not None:  # the kernel names the vector extensions as LLVM does, but for "_" and "."
+        offered = {re.sub(r"[._-]", "", f) for f in flags}
+        lacks |= {f for f in wanted if f.startswith(("avx", "fma", "f16c", "amx"))
+                  and re.sub(r"[._-]", "", f) not in offered}
+    return sorted(lacks)
+
+
+def cpu_refusal(target: dict, lacks: list[str]) -> str:
+    return (f"this model was compiled for a {target.get('arch')} CPU and uses {', '.join(lacks)}, which this CPU "
+            "lacks: tune it again on this machine")

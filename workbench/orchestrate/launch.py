@@ -8,7 +8,15 @@ import dataclasses
 import importlib.util
 
 from workbench import diskspace
-from workbench.hardware import Hardware, check_sweep_here, detect, resolve_target, target_spec
+from workbench.hardware import (
+    Hardware,
+    check_sweep_here,
+    detect,
+    generic_cpu_note,
+    host_cpu,
+    resolve_target,
+    target_spec,
+)
 from workbench.models.load import check_model, load_model
 from workbench.models.torch_module import is_torch_model, save_torch_model
 from workbench.options import EngineOptions, strategy_note
@@ -89,11 +97,15 @@ def plan_with_tasks(spec: TuneSpec, hw: Hardware | None = None, options: EngineO
             raise SpecError("cluster", "needs Dask's distributed: pip install -e '.[cluster]'")
     hw = hw or detect()
     check_model(spec.model, spec.input_shape)
+    elsewhere = ""  # why a CPU run compiles for the generic CPU: its candidates run on other hosts' CPUs
     if spec.tracker and spec.target == "cuda" and not hw.gpus:  # GPU servers elsewhere: compile for their GPU
         kind, tspec = "cuda", target_spec("cuda", hw, arch=tracker_cuda_arch(spec.tracker, servers=servers))
     else:
         kind = resolve_target(spec.target, hw) if not spec.tracker or spec.target != "auto" else hw.default_target
-        tspec = target_spec(kind, hw)
+        if kind == "cpu" and (spec.tracker or spec.cluster):
+            elsewhere = (f"the servers behind {spec.tracker} may run on other CPUs" if spec.tracker
+                         else "the cluster's workers may run on other CPUs")
+        tspec = target_spec(kind, hw, arch="" if elsewhere else None)
     if spec.sweep_slices:
         check_sweep_here(kind, hw, spec.tracker)
     if kind == "cuda" and not spec.tracker:
@@ -110,6 +122,8 @@ def plan_with_tasks(spec: TuneSpec, hw: Hardware | None = None, options: EngineO
     budget, shards = shard_plan(tasks, spec, kind)  # by estimate: the supervisor plans again by measured time
     notes = [] if spec.tracker else slice_notes(spec.slices, spec.sweep_slices, kind, tspec.num_cores)
     notes += [model.note] if model.note else []
+    if tspec.kind == "cpu" and not tspec.arch:
+        notes.append(generic_cpu_note(elsewhere or host_cpu()[1]))
     chosen, no_baseline = baseline.choose(spec.model, kind, spec.precision)
     if kind != "cuda":
         notes.append("on a CPU, TVM's untuned build is a naive loop nest, so a speedup over it means little: "

@@ -60,7 +60,9 @@ def device_name(target: TargetSpec) -> str:
 
 def key(target: TargetSpec, tuned_at: int) -> str:
     """The library a stage's records belong to: target (kind, architecture, cores), device and slice."""
-    parts = [target.kind, target.arch or f"{target.num_cores}cores", device_name(target), f"{tuned_at}pct"]
+    # a CPU's records hold for its instruction set (arch: the CPU compiled for) and its cores
+    machine = [target.arch, f"{target.num_cores}cores"] if target.kind == "cpu" else [target.arch]
+    parts = [target.kind, *machine, device_name(target), f"{tuned_at}pct"]
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", "-".join(p for p in parts if p))
 
 

@@ -7,6 +7,7 @@ loader that imports TVM and numpy only, so the folder works where the workbench 
 """
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import shutil
@@ -14,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from workbench.errors import SpecError
+from workbench.hardware import cpu_lacks, cpu_refusal
 from workbench.noise import NO_TUNED_SCHEDULE, fmt_timing
 
 LIBRARY = "model.so"
@@ -39,6 +41,9 @@ class Model:
     def __init__(self, folder=HERE, device=None):
         with open(os.path.join(folder, "signature.json")) as f:
             self.signature = json.load(f)
+        lacks = cpu_lacks(self.signature["target"])
+        if lacks:  # running it would stop the process at its first such instruction
+            raise RuntimeError(cpu_refusal(self.signature["target"], lacks))
         kind = self.signature["device"]
         self.device = device or (tvm.cuda(0) if kind == "cuda" else tvm.cpu(0))
         self.vm = relax.VirtualMachine(tvm.runtime.load_module(os.path.join(folder, "model.so")), self.device)
@@ -61,6 +66,8 @@ def to_tvm(x, device):
 def load(folder=HERE, device=None):
     return Model(folder, device)
 
+
+%CPU_CHECK%
 
 if __name__ == "__main__":
     model = load()
@@ -121,6 +128,9 @@ class TunedModel:
         import tvm
         from tvm import relax
 
+        lacks = cpu_lacks(self.signature.target)
+        if lacks:  # running it would stop the process at its first such instruction
+            raise RuntimeError(cpu_refusal(self.signature.target, lacks))
         self._device = tvm.cuda(0) if self.signature.device == "cuda" else tvm.cpu(0)
         self._vm = relax.VirtualMachine(tvm.runtime.load_module(self.library), self._device)
         self._main = self._vm["main"]
@@ -174,7 +184,7 @@ class TunedModel:
         with open(os.path.join(folder, SIGNATURE), "w") as f:
             json.dump(self.signature.to_dict(), f, indent=1)
         with open(os.path.join(folder, LOADER), "w") as f:
-            f.write(LOADER_SOURCE)
+            f.write(loader_source())
         return folder
 
     def describe(self) -> str:
@@ -192,6 +202,11 @@ class TunedModel:
 
     def __repr__(self) -> str:
         return f"<TunedModel {self.describe()}>"
+
+
+def loader_source() -> str:
+    """load.py: the loader, with the check that this CPU runs the instructions the library was compiled for."""
+    return LOADER_SOURCE.replace("%CPU_CHECK%", inspect.getsource(cpu_lacks) + "\n\n" + inspect.getsource(cpu_refusal))
 
 
 def _shapes(specs: tuple[TensorSpec, ...]) -> str:
