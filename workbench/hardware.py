@@ -189,12 +189,11 @@ def cpu_lacks(target: dict) -> list[str]:
     where TVM cannot tell. Needs TVM alone: the exported model's loader carries this function's source."""
     import re
 
-    import tvm
-
     arch = target.get("arch", "") if target.get("kind") == "cpu" else ""
     if not arch:
         return []
     try:
+        import tvm
         from tvm.target import codegen
 
         def isa(cpu):
