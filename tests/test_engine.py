@@ -436,6 +436,16 @@ def test_a_cpu_model_is_compiled_for_this_cpu_and_refused_by_one_that_lacks_its_
         finished_run.model().signature, target=sig["target"]))
     with pytest.raises(RuntimeError, match=f"compiled for a {richer} CPU"):
         moved(np.zeros(finished_run.plan.input_shape, "float32"))
+    # a run folder opened on such a host (a home shared between machines): refused before its library first runs
+    import shutil
+
+    copy = tmp_path / "home" / "runs" / os.path.basename(finished_run.dir)
+    shutil.copytree(finished_run.dir, copy)
+    plan = json.load(open(copy / "plan.json"))
+    plan["target"]["arch"] = richer
+    json.dump(plan, open(copy / "plan.json", "w"))
+    with pytest.raises(RuntimeError, match=f"compiled for a {richer} CPU"):
+        wb.open_run(finished_run.id, str(tmp_path / "home")).model()
 
 
 def test_workbench_export_writes_the_model_a_user_takes_away(finished_run, tmp_path):

@@ -47,6 +47,14 @@ def test_fp16_takes_relu6_whose_bounds_the_importer_gives_as_prim_values():
     np.testing.assert_allclose(want, net(x).detach().numpy(), rtol=1e-4, atol=1e-4)
     assert np.allclose(got, want, rtol=1e-2, atol=1e-2 * np.abs(want).max()) and not np.array_equal(got, want)
 
+    class IntClamp(torch.nn.Module):  # a clip on integers stays one: float32 bounds would not type there
+        def forward(self, v):
+            return torch.nn.functional.relu6(v) + (v * 10).to(torch.int64).clamp(0, 7).to(torch.float32)
+
+    mixed = from_exported_program(torch.export.export(IntClamp().eval(), (x,)))
+    both = in_precision(LoadedModel("int-clamp", mixed, "x", (1, 3, 16, 16), "float32"), "fp16")
+    assert both.mod.script().count("R.clip(") == 1 and 'dtype="int64"' in both.mod.script()
+
 
 def test_a_bad_precision_is_one_line_naming_the_field():
     with pytest.raises(wb.SpecError, match="^precision: must be one of fp32, fp16, got 'bf16'$"):

@@ -203,6 +203,8 @@ def cpu_lacks(target: dict) -> list[str]:
                                                                     "sha", "gfni", "vaes", "amx", "neon", "sve",
                                                                     "dotprod", "i8mm", "fullfp16"))}
 
+        if not codegen.llvm_is_valid_cpu(arch, codegen.llvm_get_system_triple()):
+            return [f"instructions of a CPU this TVM's LLVM does not know ({arch})"]
         wanted, here = isa(arch), isa(str(codegen.llvm_get_system_cpu()))
     except Exception:  # noqa: BLE001 - a TVM without LLVM's tables cannot tell
         return []
@@ -212,10 +214,12 @@ def cpu_lacks(target: dict) -> list[str]:
             flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), None)
     except OSError:
         flags = None
-    if flags is not None:  # the kernel names the vector extensions as LLVM does, but for "_" and "."
-        offered = {re.sub(r"[._-]", "", f) for f in flags}
-        lacks |= {f for f in wanted if f.startswith(("avx", "fma", "f16c", "amx"))
-                  and re.sub(r"[._-]", "", f) not in offered}
+    if flags is not None:  # the extensions the kernel lists by LLVM's names (but for "_"), where it lists them
+        listed = {"avx", "avx2", "fma", "f16c", "avxvnni", "avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl",
+                  "avx512vnni", "avx512bf16", "avx512fp16", "avx512ifma", "avx512vbmi", "avx512vbmi2",
+                  "avx512bitalg", "avx512vpopcntdq", "amx-tile", "amx-int8", "amx-bf16"}
+        offered = {re.sub(r"[_-]", "", f) for f in flags}
+        lacks |= {f for f in wanted if f in listed and re.sub(r"[_-]", "", f) not in offered}
     return sorted(lacks)
 
 

@@ -118,22 +118,28 @@ def in_precision(model: LoadedModel, precision: str) -> LoadedModel:
 
 
 def _clip_as_min_max(mod: tvm.IRModule) -> tvm.IRModule:
-    """`R.clip(x, lo, hi)` (ReLU6: torch's importer gives its bounds as PrimValues, which ToMixedPrecision cannot
-    type) as `minimum(maximum(x, lo), hi)` on float32 constants: the same values, in operators the pass converts."""
+    """`R.clip(x, lo, hi)` on a float32 tensor with constant bounds (ReLU6: torch's importer gives its bounds as
+    PrimValues, which ToMixedPrecision cannot type) as `minimum(maximum(x, lo), hi)` on float32 constants: the same
+    values, in operators the pass converts. Other clips are left as they are."""
     import tvm
     from tvm import relax
+    from tvm.ir.prim.expr import FloatImm, IntImm
     from tvm.relax.dpl import is_op, rewrite_call, wildcard
 
-    clip = is_op("relax.clip")(wildcard(), wildcard(), wildcard())
+    def number(bound: object) -> float | None:
+        return float(bound.value) if isinstance(bound, (IntImm, FloatImm)) else None  # a symbolic bound: None
 
     def as_min_max(call: relax.Call, _matches: dict) -> relax.Expr:
-        x, lo, hi = call.args
-        return relax.op.minimum(relax.op.maximum(x, relax.const(float(lo.value), "float32")),
-                                relax.const(float(hi.value), "float32"))
+        x, lo, hi = call.args[0], number(call.args[1]), number(call.args[2])
+        if lo is None or hi is None:
+            return call
+        return relax.op.minimum(relax.op.maximum(x, relax.const(lo, "float32")), relax.const(hi, "float32"))
 
-    out = tvm.IRModule(attrs=mod.attrs) if mod.attrs is not None else tvm.IRModule()
+    clip = is_op("relax.clip")(wildcard().has_dtype("float32"), wildcard(), wildcard())
+    out = tvm.IRModule(dict(mod.functions), attrs=mod.attrs, global_infos=mod.global_infos)
     for gv, func in mod.functions.items():
-        out[gv] = rewrite_call(clip, as_min_max, func) if isinstance(func, relax.Function) else func
+        if isinstance(func, relax.Function):
+            out[gv] = rewrite_call(clip, as_min_max, func)
     return out
 
 

@@ -102,9 +102,8 @@ def plan_with_tasks(spec: TuneSpec, hw: Hardware | None = None, options: EngineO
         kind, tspec = "cuda", target_spec("cuda", hw, arch=tracker_cuda_arch(spec.tracker, servers=servers))
     else:
         kind = resolve_target(spec.target, hw) if not spec.tracker or spec.target != "auto" else hw.default_target
-        if kind == "cpu" and (spec.tracker or spec.cluster):
-            elsewhere = (f"the servers behind {spec.tracker} may run on other CPUs" if spec.tracker
-                         else "the cluster's workers may run on other CPUs")
+        if kind == "cpu" and spec.tracker:  # a cluster's workers only build: LLVM compiles for any CPU there
+            elsewhere = f"the servers behind {spec.tracker} may run on other CPUs"
         tspec = target_spec(kind, hw, arch="" if elsewhere else None)
     if spec.sweep_slices:
         check_sweep_here(kind, hw, spec.tracker)

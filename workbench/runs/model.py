@@ -248,11 +248,13 @@ def _outputs(out: Any, dlpack: bool) -> Any:
     return tuple(_to_torch(o) if dlpack else o.numpy() for o in out)
 
 
-def output_specs(library: str, device: str, inputs: tuple[TensorSpec, ...]) -> tuple[TensorSpec, ...]:
-    """The outputs' shapes and dtypes, read by running the library once on zeros."""
+def output_specs(library: str, device: str, inputs: tuple[TensorSpec, ...],
+                 target: dict[str, Any]) -> tuple[TensorSpec, ...]:
+    """The outputs' shapes and dtypes, read by running the library once on zeros (refused, as a call would be, where
+    this CPU lacks the instructions of the CPU `target` names)."""
     import numpy as np
 
-    model = TunedModel(library, Signature(inputs, (), device, {}, "", "", 0, ""))
+    model = TunedModel(library, Signature(inputs, (), device, target, "", "", 0, ""))
     out = model(*[np.zeros(t.shape, t.dtype) for t in inputs])
     outs = out if isinstance(out, tuple) else (out,)
     return tuple(TensorSpec(f"output{i}" if len(outs) > 1 else "output", tuple(o.shape), str(o.dtype))

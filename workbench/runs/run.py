@@ -284,7 +284,8 @@ class Run:
         device = "cuda" if plan.target.kind == "cuda" else "cpu"
         inputs = (TensorSpec("input", tuple(plan.input_shape), plan.dtype),)
         kept_untuned = row.get("kept") == "untuned"  # its library is the untuned build: it times as that did
-        signature = Signature(inputs, output_specs(library, device, inputs), device, plan.target.to_dict(),
+        target = plan.target.to_dict()
+        signature = Signature(inputs, output_specs(library, device, inputs, target), device, target,
                               os.path.basename(self.spec.model).removesuffix(".relax.json"), self.id,
                               int(row["tuned_at"]), str(row.get("verdict", "")),
                               row.get("untuned_ms") if kept_untuned else row.get("tuned_ms"), row.get("untuned_ms"),
