@@ -223,6 +223,10 @@ def cpu_lacks(target: dict) -> list[str]:
     return sorted(lacks)
 
 
-def cpu_refusal(target: dict, lacks: list[str]) -> str:
-    return (f"this model was compiled for a {target.get('arch')} CPU and uses {', '.join(lacks)}, which this CPU "
-            "lacks: tune it again on this machine")
+def check_cpu(target: dict) -> None:
+    """Refuse (RuntimeError, one line) a library compiled for `target` where this CPU lacks its instructions: running
+    it would stop the process at the first such one. The exported model's loader carries this function's source."""
+    lacks = cpu_lacks(target)
+    if lacks:
+        raise RuntimeError(f"this model was compiled for a {target.get('arch')} CPU and uses {', '.join(lacks)}, "
+                           "which this CPU lacks: tune it again on this machine")

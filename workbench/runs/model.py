@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from workbench.errors import SpecError
-from workbench.hardware import cpu_lacks, cpu_refusal
+from workbench.hardware import check_cpu, cpu_lacks
 from workbench.noise import NO_TUNED_SCHEDULE, fmt_timing
 
 LIBRARY = "model.so"
@@ -41,9 +41,7 @@ class Model:
     def __init__(self, folder=HERE, device=None):
         with open(os.path.join(folder, "signature.json")) as f:
             self.signature = json.load(f)
-        lacks = cpu_lacks(self.signature["target"])
-        if lacks:  # running it would stop the process at its first such instruction
-            raise RuntimeError(cpu_refusal(self.signature["target"], lacks))
+        check_cpu(self.signature["target"])
         kind = self.signature["device"]
         self.device = device or (tvm.cuda(0) if kind == "cuda" else tvm.cpu(0))
         self.vm = relax.VirtualMachine(tvm.runtime.load_module(os.path.join(folder, "model.so")), self.device)
@@ -128,9 +126,7 @@ class TunedModel:
         import tvm
         from tvm import relax
 
-        lacks = cpu_lacks(self.signature.target)
-        if lacks:  # running it would stop the process at its first such instruction
-            raise RuntimeError(cpu_refusal(self.signature.target, lacks))
+        check_cpu(self.signature.target)
         self._device = tvm.cuda(0) if self.signature.device == "cuda" else tvm.cpu(0)
         self._vm = relax.VirtualMachine(tvm.runtime.load_module(self.library), self._device)
         self._main = self._vm["main"]
@@ -206,7 +202,7 @@ class TunedModel:
 
 def loader_source() -> str:
     """load.py: the loader, with the check that this CPU runs the instructions the library was compiled for."""
-    return LOADER_SOURCE.replace("%CPU_CHECK%", inspect.getsource(cpu_lacks) + "\n\n" + inspect.getsource(cpu_refusal))
+    return LOADER_SOURCE.replace("%CPU_CHECK%", inspect.getsource(cpu_lacks) + "\n\n" + inspect.getsource(check_cpu))
 
 
 def _shapes(specs: tuple[TensorSpec, ...]) -> str:
