@@ -120,13 +120,13 @@ def model_to_tune(name: str, folder: Path) -> tuple[str, tuple[int, ...] | None]
 
 
 def tune_for(name: str, precision: str, minutes: float, trials: int, home: str, folder: Path,
-             target: str = "cuda", strategy: str = "auto") -> tuple[dict, Any]:
+             target: str = "cuda", strategy: str = "auto", seed: int = 0) -> tuple[dict, Any]:
     """One run of `name` at `precision`, asked to Finish `minutes` after it was started: its kept model's row (the
     run's own timings) and the run."""
     model, shape = model_to_tune(name, folder)
     t0 = time.time()
     run = wb.tune(wb.TuneSpec(model=model, input_shape=shape, target=target, slices=(100,), precision=precision,
-                              trials=trials, strategy=strategy, fresh=True), home=home)
+                              trials=trials, strategy=strategy, seed=seed, fresh=True), home=home)
     status = run.wait(timeout=minutes * 60)
     finished_early = not run.finished
     if finished_early:
@@ -155,6 +155,7 @@ def main() -> None:
     parser.add_argument("--minutes", type=float, default=10.0)
     parser.add_argument("--trials", type=int, default=4000, help="a budget the minutes end first")
     parser.add_argument("--strategy", default="auto", help="the runs' search strategy (TuneSpec.strategy)")
+    parser.add_argument("--seed", type=int, default=0, help="the runs' search seed (TuneSpec.seed)")
     parser.add_argument("--target", default="cuda", help="cpu: a smoke test of the script (PyTorch on the CPU)")
     parser.add_argument("--rounds", type=int, default=ROUNDS, help="interleaved rounds of the side-by-side timing")
     parser.add_argument("--home", default=os.environ.get("WORKBENCH_HOME", "/tmp/h200-vs-pytorch-home"))
@@ -169,9 +170,10 @@ def main() -> None:
     for name in models:
         for precision in args.precisions.split(","):
             got, run = tune_for(name, precision, args.minutes, args.trials, args.home, folder, args.target,
-                                args.strategy)
+                                args.strategy, args.seed)
             row = {"model": name, "precision": precision, **got,
-                   "strategy": strategy_for(args.strategy, device, precision), "minutes": args.minutes, "seeds": 1}
+                   "strategy": strategy_for(args.strategy, device, precision), "minutes": args.minutes, "seeds": 1,
+                   "seed": args.seed}
             try:
                 row |= side_by_side(name, precision, run, device, args.rounds)
             except Exception as e:  # noqa: BLE001 - the run's own figures stand; the row says why these are missing
