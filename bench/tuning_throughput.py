@@ -45,7 +45,9 @@ from workbench.results.sweep import infer_at
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-CONFIG_RE = re.compile(r"^(\d+)x(\d+)@(\d+)(?:/(\d+)gpu)?(\+evo|\+rand)?(\+batch)?(\+cut)?(\+lean|\+nbr)?(\+dask)?$")
+CONFIG_RE = re.compile(r"^(\d+)x(\d+)@(\d+)(?:/(\d+)gpu)?(\+evo|\+rand)?(\+batch(?:-full)?)?(\+cut)?(\+lean|\+nbr)?"
+                       r"(\+dask)?$")
+BATCH_RUNNERS = {"+batch": "rpc-batch", "+batch-full": "rpc-batch-full"}
 TOLERANCE = 1.03
 
 
@@ -56,9 +58,9 @@ def parse_config(text: str) -> dict:
     m = CONFIG_RE.match(text)
     if not m:
         raise SystemExit(f"bad config {text!r}: use stock or KxS@P[/Ngpu][+evo|+rand][+batch][+cut][+lean|+nbr]"
-                         "[+dask], e.g. 2x2@50 or 4x8@50/2gpu")
+                         "[+dask], e.g. 2x2@50 or 4x8@50/2gpu (+batch-full: rpc-batch timing every candidate fully)")
     k, s, p = map(int, m.groups()[:3])
-    return {"name": text, "shards": k, "servers": s, "slice": p, "runner": "rpc-batch" if m.group(6) else "rpc",
+    return {"name": text, "shards": k, "servers": s, "slice": p, "runner": BATCH_RUNNERS.get(m.group(6), "rpc"),
             "builder": "persistent-cut" if m.group(7) else "persistent",
             "first_round": {"+evo": "evolutionary", "+rand": "random"}.get(m.group(5), "auto"),
             "gpus": int(m.group(4) or 1),

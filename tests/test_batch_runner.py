@@ -1,4 +1,5 @@
 """Runner "rpc-batch": one RPC session per server per batch, real servers on loopback."""
+import contextlib
 import glob
 import os
 
@@ -74,3 +75,72 @@ def test_defaults_on_a_cpu_are_timed_with_one_call_and_candidates_as_before():
     assert inner.evaluator_config.number == 3  # candidates: three calls per measurement
     with runners.timing_with(wrapped, None):
         assert inner.evaluator_config.number == 3
+
+
+_N = 1 << 16
+
+
+def _library(tmp_path, name: str, rounds: int) -> str:
+    """A real CPU library of B = f(A) over 65536 floats: 1 round (fast) or many (a candidate far behind)."""
+    import tvm
+    from tvm.script import tirx as T
+
+    @T.prim_func
+    def main(a: T.handle, b: T.handle):
+        T.func_attr({"global_symbol": "main", "tir.noalias": True})
+        A = T.match_buffer(a, (_N,), "float32")
+        B = T.match_buffer(b, (_N,), "float32")
+        for i in range(_N):
+            B[i] = A[i]
+        for _r, i in T.grid(rounds, _N):
+            B[i] = B[i] * T.float32(0.5) + A[i]
+
+    path = str(tmp_path / f"{name}.so")
+    tvm.compile(tvm.IRModule({"main": main}), target="llvm").export_library(path)
+    return path, main
+
+
+def test_a_candidate_far_behind_is_timed_by_one_call_and_the_rest_fully(tmp_path):
+    """HopelessCut: after a fast candidate, one 1000x slower keeps its first call's time (timed_once), on a real
+    server; without the cut ("rpc-batch-full") and for the default schedules (`timing_with`) every one is timed
+    fully, and a first candidate is always timed fully (nothing to compare it with)."""
+    from tvm.s_tir import meta_schedule as ms
+    from tvm.s_tir.meta_schedule.builder import BuilderResult
+    from tvm.s_tir.meta_schedule.runner import RunnerInput
+
+    from workbench.servers.pool import ServerPool, ServerSpec
+    from workbench.servers.slices import SliceHost, apply_slice
+    from workbench.tuning import runner as runners
+    from workbench.tuning.runner import evaluator_config
+    from workbench.tuning.runner.batch import HopelessCut, SessionBatchRunner
+
+    (tmp_path / "logs").mkdir()
+    fast, func = _library(tmp_path, "fast", 1)
+    slow, _ = _library(tmp_path, "slow", 2000)
+    args_info = ms.arg_info.ArgInfo.from_prim_func(func)
+    pool = ServerPool(str(tmp_path), "127.0.0.1", dict(os.environ), "k", "cpu")
+    got = {}
+    try:
+        pool.start_tracker()
+        pool.wait_servers(pool.start_servers(
+            [ServerSpec(0, "k", apply_slice(SliceHost("cpu", tuple(sorted(os.sched_getaffinity(0)))), 100))]))
+        host, port = pool.tracker_addr
+        for name, cut, order in (("cut", HopelessCut(floor_s=0.005), [fast, slow, fast]),
+                                 ("slow first", HopelessCut(floor_s=0.005), [slow, fast, slow]),
+                                 ("full", None, [fast, slow, fast]), ("defaults", HopelessCut(floor_s=0.005),
+                                                                      [fast, slow, fast])):
+            runner = SessionBatchRunner(ms.runner.RPCConfig(host, port, "k", 1, 60), evaluator_config("cpu"), 1, 3,
+                                        cut)
+            with runners.timing_with(runner, None) if name == "defaults" else contextlib.nullcontext():
+                results = [f.result() for f in runner.run([RunnerInput(p, "cpu", args_info) for p in order])]
+            got[name] = (results, runner.batch_timings([BuilderResult(p, None) for p in order]))
+            assert runner.cut is cut  # timing_with put it back
+    finally:
+        pool.stop()
+    for name, (results, _) in got.items():
+        assert all(r.error_msg is None and r.run_secs for r in results), name
+        secs = [sum(r.run_secs) / len(r.run_secs) for r in results]
+        assert max(secs) > 100 * min(secs), (name, secs)  # the slow one is far behind however it was timed
+    assert got["cut"][1] == {"timed_once": 1}
+    assert got["slow first"][1] == {"timed_once": 1}  # the second slow one only
+    assert got["full"][1] == got["defaults"][1] == {"timed_once": 0}

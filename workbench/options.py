@@ -51,7 +51,9 @@ PRECISIONS = {
             "ToMixedPrecision): tensor cores on a GPU; inputs and outputs stay float32",
 }
 RUNNERS = {
-    "rpc-batch": "one RPC session per server per batch (runner/batch.py)",
+    "rpc-batch": "one RPC session per server per batch (runner/batch.py); a candidate whose first call takes 10x "
+                 "the best timed before it in the batch (and 50 ms) is timed by that call alone",
+    "rpc-batch-full": "one RPC session per server per batch, every candidate timed fully",
     "rpc": "stock RPCRunner: one RPC session per candidate",
     "local": "stock LocalRunner inside the client, no servers",
 }

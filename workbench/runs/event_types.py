@@ -275,6 +275,7 @@ class Batch(ShardEvent):
     build_max_s: float | None = None
     build_each_s: list[float | None] | None = None
     build_dropped: int | None = None
+    timed_once: int | None = None  # candidates timed by their first call alone (runner rpc-batch's HopelessCut)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -324,7 +324,8 @@ def run(job: ShardJob) -> int:
         done = {task: max(0, n - seeded.get(task, 0)) for task, n in done.items()}  # trials are this run's only
         remaining = max(0, job.trials - sum(done.values()))
         budget.left = remaining
-        progress = ProgressCallback(events.emit, job.shard, job.tuned_at, job.trials, done, best, builder)
+        progress = ProgressCallback(events.emit, job.shard, job.tuned_at, job.trials, done, best, builder,
+                                    getattr(runner, "inner", runner))
         progress.weights.update({c.task_name: float(w) for c, w in zip(good_ctx, good_w)})
         startup.mark("design_spaces")
         xgb = job.spec.cost_model == "xgb"

@@ -35,9 +35,10 @@ class ProgressCallback(ms.measure_callback.PyMeasureCallback):
 
     def __init__(self, emit: Callable[[Batch], object], shard: int, tuned_at: int, shard_trial_budget: int,
                  trials_offset: dict[str, int] | None = None, best_offset: dict[str, float] | None = None,
-                 builder: object | None = None) -> None:
+                 builder: object | None = None, runner: object | None = None) -> None:
         self.emit = emit
         self.builder = builder  # a PersistentBuilder's timings of the batch go into its event
+        self.runner = runner  # and a SessionBatchRunner's
         self.shard = shard
         self.tuned_at = tuned_at
         self.shard_trial_budget = shard_trial_budget
@@ -71,5 +72,5 @@ class ProgressCallback(ms.measure_callback.PyMeasureCallback):
                         build_errors=self.build_errors[name], run_errors=self.run_errors[name],
                         errors=errors[:2], est_shard_us=round(est * 1e6, 3),
                         shard_tasks_measured=len(self.best), shard_tasks=len(task_scheduler.tasks_),
-                        **(self.builder.batch_timings(builder_results) if hasattr(self.builder, "batch_timings")
-                           else {})))
+                        **{k: v for part in (self.builder, self.runner) if hasattr(part, "batch_timings")
+                           for k, v in part.batch_timings(builder_results).items()}))

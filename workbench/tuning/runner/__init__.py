@@ -32,24 +32,28 @@ def defaults_evaluator_config(target_kind: str) -> Any:
 
 @contextlib.contextmanager
 def timing_with(runner: Any, config: Any) -> Iterator[None]:
-    """Meanwhile `runner` (or the runner it wraps: `inner`) times with `config` (None: as it is)."""
+    """Meanwhile `runner` (or the runner it wraps: `inner`) times with `config` (None: as it is), every candidate
+    fully: default schedules of several tasks share a batch, and none may be cut short against another task's
+    time (`batch.HopelessCut`)."""
     inner = getattr(runner, "inner", runner)
-    old = getattr(inner, "evaluator_config", None)
-    if config is None or old is None:
-        yield
-        return
-    inner.evaluator_config = config
+    saved = {name: getattr(inner, name) for name in ("evaluator_config", "cut") if hasattr(inner, name)}
+    if config is not None and "evaluator_config" in saved:
+        inner.evaluator_config = config
+    if "cut" in saved:
+        inner.cut = None
     try:
         yield
     finally:
-        inner.evaluator_config = old
+        for name, value in saved.items():
+            setattr(inner, name, value)
 
 
 def create(kind: Any, target_kind: str = "cpu", *, tracker: tuple[str, int, str] = ("", 0, ""), servers: int = 1,
            batch: int = 16, timeout_s: float = 60.0, wait_for_servers: Callable[[], None] | None = None) -> Any:
-    """'rpc-batch' (`runner.batch.SessionBatchRunner`: one RPC session per server per batch), 'rpc' (stock
-    RPCRunner) or 'local' (stock LocalRunner, in this process). An RPC runner measures once `wait_for_servers`
-    has returned, so that the client searches and builds its first batch while the servers start."""
+    """'rpc-batch' (`runner.batch.SessionBatchRunner`: one RPC session per server per batch, a candidate far behind
+    the best timed before it timed by one call: `HopelessCut`), 'rpc-batch-full' (that, every candidate timed fully),
+    'rpc' (stock RPCRunner) or 'local' (stock LocalRunner, in this process). An RPC runner measures once
+    `wait_for_servers` has returned, so that the client searches and builds its first batch while the servers start."""
     if not isinstance(kind, str):
         return kind
     check("runner", kind, RUNNERS)
@@ -61,10 +65,10 @@ def create(kind: Any, target_kind: str = "cpu", *, tracker: tuple[str, int, str]
     host, port, key = tracker
     config = ms.runner.RPCConfig(tracker_host=host, tracker_port=port, tracker_key=key,
                                  session_timeout_sec=timeout_s)
-    if kind == "rpc-batch":
-        from workbench.tuning.runner.batch import SessionBatchRunner
+    if kind in ("rpc-batch", "rpc-batch-full"):
+        from workbench.tuning.runner.batch import HopelessCut, SessionBatchRunner
 
-        rpc = SessionBatchRunner(config, evaluator, servers, batch)
+        rpc = SessionBatchRunner(config, evaluator, servers, batch, HopelessCut() if kind == "rpc-batch" else None)
     else:
         rpc = ms.runner.RPCRunner(rpc_config=config, evaluator_config=evaluator, max_workers=servers)
     if wait_for_servers is None:
