@@ -1,27 +1,29 @@
-import json,gzip,glob,math
-tot_saved=0; tot_span=0; runs=0; cut_n=0; cand=0
-per=[]
-for f in sorted(glob.glob('bench/results/**/*.jsonl*',recursive=True)):
-    op=gzip.open if f.endswith('.gz') else open
-    try: evs=[json.loads(l) for l in op(f,'rt')]
-    except Exception: continue
-    hw=[e for e in evs if e['kind']=='hardware']
-    if not hw or hw[0].get('target')!='cuda': continue
-    b=[e for e in evs if e['kind']=='batch' and e.get('latest_us')]
-    if not b: continue
-    saved=0; n=0
-    for e in b:
-        best=math.inf
-        for us in e['latest_us']:
-            cand+=1
-            if us is None: continue
-            s=us/1e6
-            if math.isfinite(best) and s>max(10*best,0.05):
-                saved+=3*s; n+=1   # warm-up + 3 calls -> 1 call
-            else:
-                best=min(best,s)
-    span=b[-1]['t']-b[0]['t']
-    tot_saved+=saved; cut_n+=n; runs+=1
-    per.append((f.split('/')[2][:45], len(b), n, round(saved,1), round(span)))
-for p in per: print(p)
-print('runs',runs,'candidates',cand,'cut',cut_n,'saved_s',round(tot_saved))
+"""The HopelessCut rule replayed on every committed GPU event log (`replay.py`'s accounting, the extra first call of
+each uncut candidate counted): kernel-call seconds saved per run, beside the span of its batches.
+
+    python bench/results/2026-12-06-cpu-mlp-hopeless-cut/gpu_estimate.py      # from the repository root
+
+Runs with several servers measured a batch in several chunks; the replay treats each batch as one chunk, so their
+figures are upper bounds."""
+import glob
+import gzip
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from replay import replay  # noqa: E402
+
+for path in sorted(glob.glob("bench/results/**/*.jsonl*", recursive=True)):
+    try:
+        with (gzip.open if path.endswith(".gz") else open)(path, "rt") as f:
+            events = [json.loads(line) for line in f]
+    except (OSError, ValueError):
+        continue
+    hardware = [e for e in events if e["kind"] == "hardware"]
+    batches = [e for e in events if e["kind"] == "batch" and e.get("latest_us")]
+    if not hardware or hardware[0].get("target") != "cuda" or not batches:
+        continue
+    r = replay(path)
+    print(f"{path.split('/')[2][:50]:50s} {r['run'][:34]:34s} cut {r['cut_by_rule']:3d}  saved "
+          f"{r['calls_s_full'] - r['calls_s_with_cut']:6.1f} s of {batches[-1]['t'] - batches[0]['t']:7.0f} s")

@@ -6,11 +6,11 @@ server, and a pool job measures its chunk over one session (upload, load, alloca
 candidate). A candidate that breaks the session is recorded as failed and the job opens a fresh
 session for the rest of its chunk. A chunk's time limit is the per-candidate limit times its length.
 
-With a `HopelessCut` (the default), each candidate is first called once: one whose call takes `factor` times the
-chunk's best timed so far (and at least `floor_s`) keeps that call's time as its measurement and is not timed again.
-A cold batch holds candidates thousands of times slower than its best (0.8-2.1 s a call against 0.56 ms, in
-resnet18's first batch on the H200), and the evaluator calls each 4 times (a warm-up and 3); MetaSchedule needs only
-to know they are far behind.
+With a `HopelessCut` (the default), each candidate after a chunk's first is first called once: one whose call takes
+`factor` times the best timed before it in its chunk, on its server (and at least `floor_s`) keeps that call's time
+as its measurement and is not timed again. A cold batch holds candidates thousands of times slower than its best
+(0.8-2.1 s a call against 0.56 ms, in resnet18's first batch on the H200), and the evaluator calls each 4 times (a
+warm-up and 3); MetaSchedule needs only to know they are far behind.
 """
 from __future__ import annotations
 
@@ -116,6 +116,7 @@ class SessionBatchRunner(PyRunner):
         super().__init__()
         self.cut = cut
         self._sent: dict[str, tuple] = {}  # artifact path -> (its chunk's future, its index there)
+        self._done_at_last_run: set[str] = set()
         self.servers = max(1, servers)
         self.per_candidate_s = float(rpc_config.session_timeout_sec)
         chunk = -(-max_batch // self.servers)
@@ -125,7 +126,10 @@ class SessionBatchRunner(PyRunner):
         self.pool = PopenPoolExecutor(max_workers=self.servers, timeout=self.per_candidate_s * chunk + 10)
 
     def run(self, runner_inputs: list[RunnerInput]) -> list[_ChunkItemFuture]:
-        self._sent = {k: v for k, v in self._sent.items() if not v[0].done()}  # ones no callback asked for
+        # Candidates no callback asked for (default schedules) are forgotten a batch late: a scheduler may send the
+        # next batch before the measure callbacks of the one before have run.
+        self._sent = {k: v for k, v in self._sent.items() if k not in self._done_at_last_run}
+        self._done_at_last_run = {k for k, v in self._sent.items() if v[0].done()}
         n = len(runner_inputs)
         size = -(-n // self.servers) if n else 1
         futures: list[_ChunkItemFuture] = []
