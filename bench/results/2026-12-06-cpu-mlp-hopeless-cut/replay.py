@@ -3,7 +3,7 @@
     python bench/results/2026-12-06-cpu-mlp-hopeless-cut/replay.py FILE.events.jsonl[.gz] ...
 
 Per batch, in measuring order (one server: the chunk is the batch), a candidate after the first fully timed one is
-cut when its latency exceeds max(10 x the best fully timed before it, 50 ms). Calls, in seconds of kernel time:
+cut where the runner's own rule says (`HopelessCut().at`: 10 x the best fully timed before it, at least 50 ms). Calls, in seconds of kernel time:
 timed fully = a warm-up and 3 calls (4 x latency); with the cut, the first candidate 4 x, a cut one 1 x (its probe),
 any other 5 x (its probe, then the evaluator's warm-up and 3). RPC round trips are left out. `timed_once` is what
 the runner itself counted (0 for runs that timed fully)."""
@@ -12,6 +12,8 @@ import json
 import math
 import sys
 
+from workbench.tuning.runner.batch import HopelessCut
+
 
 def replay(path: str) -> dict:
     with (gzip.open if path.endswith(".gz") else open)(path, "rt") as f:
@@ -19,6 +21,7 @@ def replay(path: str) -> dict:
     batches = [e for e in events if e["kind"] == "batch" and e.get("latest_us")]
     full = with_cut = 0.0
     cut = 0
+    rule = HopelessCut()
     for e in batches:
         best = math.inf
         for us in e["latest_us"]:
@@ -29,7 +32,7 @@ def replay(path: str) -> dict:
             if not math.isfinite(best):
                 with_cut += 4 * s
                 best = s
-            elif s > max(10 * best, 0.05):
+            elif s > rule.at(best):
                 with_cut += s
                 cut += 1
             else:
