@@ -13,8 +13,10 @@ first batch as the plan's `auto` does (TVM's evolution on CUDA, at random on CPU
 forces one or the other; a `+batch` suffix measures each batch over one RPC session per server
 (`workbench/tuning/runner/batch.py`, the product's default runner; it now times a candidate far behind by one call,
 `HopelessCut`, which results labelled `+batch` before that change did not; `+batch-full` times every candidate fully;
-without either suffix a config measures as stock's `RPCRunner` does, one session per candidate); a `+cut` suffix
-stops a batch waiting for a straggling build (`workbench.tuning.builder.persistent.StragglerCut`); `+lean` searches
+without either suffix a config measures as stock's `RPCRunner` does, one session per candidate); builds are waited
+for as the product's `auto` builder does (a straggling build cut on CUDA, `workbench.tuning.builder.persistent.
+StragglerCut`, which results before that default waited for); a `+cut` suffix cuts stragglers on every target and
+`+wait` waits for every build; `+lean` searches
 with the lean evolution and `+nbr` with the evolution and neighbours after a stalled batch (`--strategy`); a `+dask`
 suffix runs the shard clients on a Dask LocalCluster (`--cluster local`: a worker process per shard, the cores split
 between them). Every config gets the same model, trial budget, batch size, cost model and seed.
@@ -46,8 +48,8 @@ from workbench.results.sweep import infer_at
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-CONFIG_RE = re.compile(r"^(\d+)x(\d+)@(\d+)(?:/(\d+)gpu)?(\+evo|\+rand)?(\+batch(?:-full)?)?(\+cut)?(\+lean|\+nbr)?"
-                       r"(\+dask)?$")
+CONFIG_RE = re.compile(r"^(\d+)x(\d+)@(\d+)(?:/(\d+)gpu)?(\+evo|\+rand)?(\+batch(?:-full)?)?(\+cut|\+wait)?"
+                       r"(\+lean|\+nbr)?(\+dask)?$")
 BATCH_RUNNERS = {"+batch": "rpc-batch", "+batch-full": "rpc-batch-full"}
 TOLERANCE = 1.03
 
@@ -58,11 +60,11 @@ def parse_config(text: str) -> dict:
                 "first_round": "evolutionary", "gpus": 1, "strategy": "evolutionary"}
     m = CONFIG_RE.match(text)
     if not m:
-        raise SystemExit(f"bad config {text!r}: use stock or KxS@P[/Ngpu][+evo|+rand][+batch][+cut][+lean|+nbr]"
+        raise SystemExit(f"bad config {text!r}: use stock or KxS@P[/Ngpu][+evo|+rand][+batch][+cut|+wait][+lean|+nbr]"
                          "[+dask], e.g. 2x2@50 or 4x8@50/2gpu (+batch-full: rpc-batch timing every candidate fully)")
     k, s, p = map(int, m.groups()[:3])
     return {"name": text, "shards": k, "servers": s, "slice": p, "runner": BATCH_RUNNERS.get(m.group(6), "rpc"),
-            "builder": "persistent-cut" if m.group(7) else "persistent",
+            "builder": {"+cut": "persistent-cut", "+wait": "persistent"}.get(m.group(7), "auto"),
             "first_round": {"+evo": "evolutionary", "+rand": "random"}.get(m.group(5), "auto"),
             "gpus": int(m.group(4) or 1),
             "strategy": {"+lean": "evolutionary-lean", "+nbr": "evolutionary-neighbours"}.get(m.group(8),
@@ -230,6 +232,7 @@ def run_config(cfg: dict, args, home: str, seed: int) -> dict:
            "server_sm_counts": [e.get("sm_count") for e in servers],
            "slice_applied": all(e.get("slice_applied", False) for e in servers) if servers else cfg["slice"] == 100,
            "first_round": run.plan.options.first_round,  # "auto" as the plan resolved it
+           "builder": run.plan.options.builder,
            "phases_s": phase_breakdown(events), **utilisation(events, t0, t1)}
     if args.checkpoints:
         target = run.plan.target

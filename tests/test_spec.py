@@ -352,3 +352,16 @@ def test_auto_strategy_is_the_lean_evolution_only_at_fp16_on_a_gpu() -> None:
     assert strategy_for("evolutionary", "cuda", "fp16") == "evolutionary"  # what the user set is what happens
     assert "--strategy evolutionary" in strategy_note("auto", "cuda", "fp16")
     assert strategy_note("auto", "cuda", "fp32") is None and strategy_note("evolutionary", "cuda", "fp16") is None
+
+
+def test_auto_engine_options_cut_straggling_builds_on_cuda_only() -> None:
+    from workbench.options import EngineOptions
+
+    cuda, cpu = EngineOptions().resolved("cuda"), EngineOptions().resolved("llvm")
+    assert (cuda.builder, cuda.first_round) == ("persistent-cut", "evolutionary")
+    assert (cpu.builder, cpu.first_round) == ("persistent", "random")
+    asked = EngineOptions.given(builder="persistent", first_round="random").resolved("cuda")
+    assert (asked.builder, asked.first_round) == ("persistent", "random")  # what the user set is what happens
+    with pytest.raises(SpecError) as err:
+        EngineOptions(builder="fast")
+    assert err.value.field == "builder" and "auto, persistent, persistent-cut, local" in str(err.value)

@@ -57,7 +57,11 @@ RUNNERS = {
     "rpc": "stock RPCRunner: one RPC session per candidate",
     "local": "stock LocalRunner inside the client, no servers",
 }
+# "auto" cuts stragglers on CUDA, where NVRTC now and then takes 10-40 s over a candidate whose kernel then runs
+# far behind the batch's best (docs/benchmarks.md: replayed on the H200 logs, the cut dropped a batch's best in 1
+# of 41 cut batches), and waits on CPUs, where no such stragglers were seen.
 BUILDERS = {
+    "auto": "persistent-cut on CUDA, persistent on CPUs",
     "persistent": "one warm worker pool for the whole tune (builder/persistent.py)",
     "persistent-cut": "that, and a batch stops waiting for a straggling build (StragglerCut)",
     "local": "stock LocalBuilder: fresh workers every batch",
@@ -87,7 +91,7 @@ class EngineOptions:
     """Validated on construction; `resolved(kind)` turns "auto" into what the target gets."""
 
     runner: str = "rpc-batch"
-    builder: str = "persistent"
+    builder: str = "auto"
     sessions: str = "persistent"
     first_round: str = "auto"
 
@@ -101,9 +105,11 @@ class EngineOptions:
         return self.runner == "local"
 
     def resolved(self, target_kind: str) -> EngineOptions:
-        if self.first_round != "auto":
-            return self
-        return replace(self, first_round="evolutionary" if target_kind == "cuda" else "random")
+        """Each "auto" as `target_kind` gets it."""
+        cuda = target_kind == "cuda"
+        return replace(self, first_round=("evolutionary" if cuda else "random") if self.first_round == "auto"
+                       else self.first_round,
+                       builder=("persistent-cut" if cuda else "persistent") if self.builder == "auto" else self.builder)
 
     @classmethod
     def given(cls, **values: str | None) -> EngineOptions:

@@ -58,7 +58,7 @@ class ShardJob:
     runner_workers: int
     builder_workers: int
     num_threads: int
-    options: EngineOptions = EngineOptions()  # resolved: first_round is random or evolutionary
+    options: EngineOptions = EngineOptions()  # the plan's, resolved for the target (resolved again here if not)
     prewarm: bool = False  # start builder workers during client start-up (pays off with spare cores)
     replica: int = 0  # > 0: an extra search of tasks another shard also tunes, seeded differently
     measure: tuple[str, ...] = ()  # tasks left on their default schedule: only their defaults are timed here
@@ -239,7 +239,8 @@ def run(job: ShardJob) -> int:
     startup.mark("import")
     events = EventWriter(job.events_path, f"shard-{job.shard}@{job.tuned_at}")
     os.makedirs(job.work_dir, exist_ok=True)
-    builder = builders.create(job.options.builder, job.builder_workers, timeout_sec=max(30, job.spec.measure_timeout_s),
+    options = job.options.resolved(job.target.kind)
+    builder = builders.create(options.builder, job.builder_workers, timeout_sec=max(30, job.spec.measure_timeout_s),
                               config=pass_config(job.target.kind, job.spec.precision))
     if hasattr(builder, "prewarm") and job.prewarm:
         builder.prewarm()
@@ -253,16 +254,16 @@ def run(job: ShardJob) -> int:
         startup.mark("tasks")
         if not _all_found(job, by_name, events):
             return 3
-        if job.options.builder != "local":  # the stock configuration keeps TVM's own (full) import
+        if options.builder != "local":  # the stock configuration keeps TVM's own (full) import
             from workbench.tuning.intrinsics import load_family
 
             report = load_family(job.target.kind, store.cache_dir(job.run_dir))
             events.emit(IntrinsicsLoaded(shard=job.shard, tuned_at=job.tuned_at, loaded_from=report.pop("source"),
                                          **report))
             startup.mark("intrinsics")
-        runner = runners.create(job.options.runner, job.target.kind, tracker=job.tracker, servers=job.runner_workers,
+        runner = runners.create(options.runner, job.target.kind, tracker=job.tracker, servers=job.runner_workers,
                                 batch=job.spec.trials_per_batch, timeout_s=job.spec.measure_timeout_s,
-                                wait_for_servers=None if job.options.runner == "local"
+                                wait_for_servers=None if options.runner == "local"
                                 else lambda: wait_for_servers(job))
         defaults_s: dict[str, float] = {}  # each task's default schedule's time, where this client timed it
         if job.replica == 0:  # replicas of a task share its default: the first one times it
@@ -297,7 +298,7 @@ def run(job: ShardJob) -> int:
         contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
             [by_name[n] for n in job.tasks], work_dir=job.work_dir, space="post-order-apply",
             strategy=strategies.create(strategy_for(job.spec.strategy, job.target.kind, job.spec.precision),
-                                       job.options.first_round,
+                                       options.first_round,
                                        {memory.workload_hash(by_name[t].dispatched[0]): traces
                                         for t, traces in related.items()}, budget),
             num_threads=1 if same_draws() else job.num_threads, seed=job.seed)

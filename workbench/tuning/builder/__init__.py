@@ -15,6 +15,8 @@ def create(kind: Any, workers: int = 1, timeout_sec: float = 60.0, config: dict 
     if not isinstance(kind, str):
         return kind
     check("builder", kind, BUILDERS)
+    if kind == "auto":
+        raise ValueError("builder 'auto' is resolved for the target first (EngineOptions.resolved)")
     from workbench.tuning.builder.persistent import PersistentBuilder, StragglerCut, build_candidate
 
     f_build = functools.partial(build_candidate, config=config) if config else None
