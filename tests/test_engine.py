@@ -52,6 +52,10 @@ def test_event_log_is_complete(finished_run):
         assert list(phases) == ["import", "builder", "tasks", "intrinsics", "defaults", "plan", "design_spaces",
                                 "total"], phases
         assert phases["import"] > 0 and abs(sum(phases.values()) - 2 * phases["total"]) < 0.05, phases
+    for chunk in run.event_list("defaults"):  # where each chunk of default schedules spent its time
+        steps = chunk["steps_s"]
+        assert set(steps) == {"schedule", "build", "measure"} and steps["build"] > 0 and steps["measure"] > 0, steps
+        assert abs(sum(steps.values()) - chunk["seconds"]) < 0.05, chunk
     timed = run.event_list("timed")[-1]
     assert 5 <= timed["untuned_repeats"] <= 15 and 5 <= timed["tuned_repeats"] <= 15
     # the stage's timing worker imported TVM while the stage tuned, then took its job (sweep.start_timer)

@@ -124,11 +124,13 @@ class DefaultsTimed(ShardEvent):
     """Default schedules timed on the servers: us per task (None: not timed, see `errors`), one event per chunk;
     `left`: the shard's tasks still to be timed after this chunk (0: its last). `remembered`: the chunk's times are
     the tuning memory's (`memory.known_defaults`: an earlier run of this TVM timed them at this target, device and
-    slice), not timed again."""
+    slice), not timed again. `steps_s`: where the chunk's seconds went (schedule, build, measure: a first chunk's
+    measure also waits for the servers)."""
     KIND = "defaults"
     defaults_us: dict[str, float | None] = _dict()
     errors: dict[str, str] = _dict()
     seconds: float = 0.0
+    steps_s: dict[str, float] = _dict()
     left: int = 0
     remembered: bool = False
 

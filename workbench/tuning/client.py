@@ -230,7 +230,7 @@ def run(job: ShardJob) -> int:
     from workbench.tuning import runner as runners
     from workbench.tuning import search_strategy as strategies
     from workbench.tuning import transfer
-    from workbench.tuning.default_schedules import defaults_event, time_defaults, timed
+    from workbench.tuning.default_schedules import defaults_event, time_defaults
     from workbench.tuning.intrinsics import pass_config
     from workbench.tuning.measure_callback.progress import ProgressCallback
     from workbench.tuning.search_strategy.budgeted import ShardBudget
@@ -276,11 +276,11 @@ def run(job: ShardJob) -> int:
                                           remembered=True))
             own = [t for t in own if t.task_name not in known]
             with runners.timing_with(runner, runners.defaults_evaluator_config(job.target.kind)):
-                for times, seconds in timed(time_defaults(own, target, builder, runner, job.spec.trials_per_batch)):
-                    left -= len(times)
-                    defaults_s.update((d.task, d.us * 1e-6) for d in times if d.us is not None)
+                for chunk in time_defaults(own, target, builder, runner, job.spec.trials_per_batch):
+                    left -= len(chunk.times)
+                    defaults_s.update((d.task, d.us * 1e-6) for d in chunk.times if d.us is not None)
                     events.emit(DefaultsTimed(shard=job.shard, tuned_at=job.tuned_at, left=left,
-                                              **defaults_event(times, seconds)))
+                                              **defaults_event(chunk)))
             startup.mark("defaults")
         if job.await_plan:
             planned = await_plan(job)

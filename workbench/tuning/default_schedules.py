@@ -42,7 +42,20 @@ def _error_line(text: str) -> str:
     return (lines[-1] if lines else "error")[:200]
 
 
-def time_defaults(tasks: list, target, builder, runner, chunk: int) -> Iterator[list[DefaultTime]]:
+@dataclass(frozen=True)
+class Chunk:
+    """One chunk's default times and where its seconds went."""
+    times: list[DefaultTime]
+    schedule_s: float  # DLight's rules applied to each task
+    build_s: float  # the builder's call
+    measure_s: float  # the runner's, from its call to the last result (a first chunk also waits for the servers)
+
+    @property
+    def seconds(self) -> float:
+        return self.schedule_s + self.build_s + self.measure_s
+
+
+def time_defaults(tasks: list, target, builder, runner, chunk: int) -> Iterator[Chunk]:
     """Build and time the default schedule of each extracted task, `chunk` at a time (a runner batch's size);
     yields each chunk's times as soon as they are measured."""
     from tvm.s_tir import meta_schedule as ms
@@ -50,12 +63,15 @@ def time_defaults(tasks: list, target, builder, runner, chunk: int) -> Iterator[
     for start in range(0, len(tasks), max(1, chunk)):
         part = tasks[start:start + chunk]
         mods, out = [], {}
+        t0 = time.perf_counter()
         for t in part:
             try:
                 mods.append((t.task_name, default_module(t.dispatched[0], target)))
             except Exception as err:  # noqa: BLE001 - a rule that cannot schedule it: reported, not fatal
                 out[t.task_name] = DefaultTime(t.task_name, None, "schedule: " + _error_line(str(err)))
+        t1 = time.perf_counter()
         built = builder.build([ms.builder.BuilderInput(m, target) for _, m in mods]) if mods else []
+        t2 = time.perf_counter()
         device = "cuda" if target.kind.name == "cuda" else "cpu"
         inputs, names = [], []
         for (name, mod), br in zip(mods, built):
@@ -66,25 +82,20 @@ def time_defaults(tasks: list, target, builder, runner, chunk: int) -> Iterator[
             inputs.append(ms.runner.RunnerInput(br.artifact_path, device,
                                                 ms.arg_info.ArgInfo.from_prim_func(mod["main"])))
         futures = runner.run(inputs) if inputs else []
-        for name, future, inp in zip(names, futures, inputs):
-            res = future.result()
+        results = [future.result() for future in futures]
+        t3 = time.perf_counter()
+        for name, res, inp in zip(names, results, inputs):
             if res.error_msg:
                 out[name] = DefaultTime(name, None, "run: " + _error_line(res.error_msg))
             else:
                 out[name] = DefaultTime(name, round(mean_seconds(res.run_secs) * 1e6, 3))
             shutil.rmtree(os.path.dirname(str(inp.artifact_path)), ignore_errors=True)
-        yield [out[t.task_name] for t in part]
+        yield Chunk([out[t.task_name] for t in part], t1 - t0, t2 - t1, t3 - t2)
 
 
-def defaults_event(times: list[DefaultTime], seconds: float) -> dict:
+def defaults_event(chunk: Chunk) -> dict:
     """The fields of a `defaults` event."""
-    return {"defaults_us": {d.task: d.us for d in times},
-            "errors": {d.task: d.error for d in times if d.error}, "seconds": round(seconds, 2)}
-
-
-def timed(it: Iterator[list[DefaultTime]]) -> Iterator[tuple[list[DefaultTime], float]]:
-    """Each chunk with the seconds it took."""
-    t0 = time.perf_counter()
-    for chunk in it:
-        yield chunk, time.perf_counter() - t0
-        t0 = time.perf_counter()
+    return {"defaults_us": {d.task: d.us for d in chunk.times},
+            "errors": {d.task: d.error for d in chunk.times if d.error}, "seconds": round(chunk.seconds, 2),
+            "steps_s": {"schedule": round(chunk.schedule_s, 2), "build": round(chunk.build_s, 2),
+                        "measure": round(chunk.measure_s, 2)}}
