@@ -66,8 +66,14 @@ def test_event_log_is_complete(finished_run):
     batches = run.event_list("batch")
     for e in batches:
         for field in ("t", "shard", "task", "task_trials", "shard_trial_budget", "latest_us", "best_us",
-                      "build_errors", "run_errors", "est_shard_us"):
+                      "build_errors", "run_errors", "est_shard_us", "search_s", "build_s", "measure_s"):
             assert field in e, field
+    for shard in (0, 1):  # a batch's search, build and measuring fill the time since the shard's last batch
+        mine = [e for e in batches if e["shard"] == shard]
+        for before, e in zip(mine, mine[1:]):
+            steps = e["search_s"] + e["build_s"] + e["measure_s"]
+            assert min(e["search_s"], e["build_s"], e["measure_s"]) >= 0 and e["search_s"] > 0, e
+            assert abs((e["t"] - before["t"]) - steps) < 0.5, (e["t"] - before["t"], steps)
     progress = run.progress()
     assert list(progress.state) == ["finished", "finished"]
     assert progress.trials_done.sum() == SPEC["trials"] == progress.trials_budget.sum()

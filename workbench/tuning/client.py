@@ -354,6 +354,7 @@ def run(job: ShardJob) -> int:
         start = starting_points(best, defaults_s, batches_by_worth(job.target.kind))
         if same_draws():
             seed_draws(job.seed)
+        progress.last = time.time()  # a first batch's search_s starts here
         with ms.Profiler() as profiler:
             ms.tune_tasks(tasks=good_ctx, task_weights=good_w, work_dir=job.work_dir, max_trials_global=remaining,
                           max_trials_per_task=job.spec.trials_per_task,

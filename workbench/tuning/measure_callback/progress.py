@@ -48,6 +48,7 @@ class ProgressCallback(ms.measure_callback.PyMeasureCallback):
         self.build_errors: dict[str, int] = {}
         self.run_errors: dict[str, int] = {}
         self.t0 = time.time()
+        self.last = self.t0  # when the last batch's event went out (the client resets it as tuning starts)
 
     def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results) -> None:
         rec = task_scheduler.tasks_[task_id]
@@ -62,6 +63,12 @@ class ProgressCallback(ms.measure_callback.PyMeasureCallback):
         self.run_errors[name] = self.run_errors.get(name, 0) + run_err
         best = self.best.get(name)
         est = sum(self.weights.get(n, 1.0) * b for n, b in self.best.items())
+        timings = {k: v for part in (self.builder, self.runner) if hasattr(part, "batch_timings")
+                   for k, v in part.batch_timings(builder_results).items()}
+        started, now = timings.pop("build_started", None), time.time()
+        if started is not None:  # the scheduler joins each batch before the next search: the gaps are sequential
+            timings["search_s"] = round(started - self.last, 3)
+            timings["measure_s"] = round(max(0.0, now - started - timings.get("build_s", 0.0)), 3)
         self.emit(Batch(shard=self.shard, tuned_at=self.tuned_at, task=name, task_id=int(task_id),
                         weight=self.weights[name], flop=flop, batch_size=len(measure_candidates),
                         task_trials=self.trials[name], shard_trial_budget=self.shard_trial_budget,
@@ -71,6 +78,5 @@ class ProgressCallback(ms.measure_callback.PyMeasureCallback):
                         best_gflops=None if not best else round(flop / best / 1e9, 3),
                         build_errors=self.build_errors[name], run_errors=self.run_errors[name],
                         errors=errors[:2], est_shard_us=round(est * 1e6, 3),
-                        shard_tasks_measured=len(self.best), shard_tasks=len(task_scheduler.tasks_),
-                        **{k: v for part in (self.builder, self.runner) if hasattr(part, "batch_timings")
-                           for k, v in part.batch_timings(builder_results).items()}))
+                        shard_tasks_measured=len(self.best), shard_tasks=len(task_scheduler.tasks_), **timings))
+        self.last = time.time()
