@@ -125,6 +125,24 @@ def first_tuned_batch_after_server(events: list[dict]) -> float | None:
     return round(min(batches) - min(ready), 1) if batches and ready else None
 
 
+def first_tuned_batch_steps(events: list[dict]) -> dict | None:
+    """Where the wait for the first measured batch went, by the first batch's shard (seconds): its default schedules
+    (their chunks' schedule, build and measure summed; the first chunk's measure includes waiting for the servers),
+    `to_start` from its last default to its start (the plan by measured time, design spaces, cost model), then the
+    batch's own search, build and measure (None where a step was not reported)."""
+    batches = [e for e in events if e["kind"] == "batch"]
+    if not batches:
+        return None
+    first = min(batches, key=lambda e: e["t"])
+    mine = [e for e in events if e.get("shard") == first["shard"] and e.get("tuned_at") == first.get("tuned_at")]
+    chunks = [e for e in mine if e["kind"] == "defaults" and not e.get("remembered")]
+    started = [e["t"] for e in mine if e["kind"] == "shard_started"]
+    steps = {f"defaults_{k}": round(sum((c.get("steps_s") or {}).get(k, 0.0) for c in chunks), 2) if chunks and all(
+        c.get("steps_s") for c in chunks) else None for k in ("schedule", "build", "measure")}
+    steps["to_start"] = round(min(started) - max(c["t"] for c in chunks), 2) if chunks and started else None
+    return {**steps, **{k: first.get(f"{k}_s") for k in ("search", "build", "measure")}}
+
+
 def run_one(cfg: dict, args: argparse.Namespace, home: str, seed: int, trials: int, stop_s: float | None,
             fresh: bool = True) -> dict:
     """Run one config; with `stop_s`, `Run.finish()` that many seconds after its `run_started` event. `fresh`: the
@@ -159,7 +177,8 @@ def run_one(cfg: dict, args: argparse.Namespace, home: str, seed: int, trials: i
     batches = [e for e in events if e["kind"] == "batch" and (stop_s is None or e["t"] - t0 <= stop_s)]
     res = run.results.to_dict("records")
     first_batch = first_tuned_batch_after_server(events)
-    out = {"config": cfg["name"], "first_tuned_batch_after_server_s": first_batch, "run": run.id, "status": status,
+    out = {"config": cfg["name"], "first_tuned_batch_after_server_s": first_batch,
+           "first_tuned_batch_steps_s": first_tuned_batch_steps(events), "run": run.id, "status": status,
            "message": run.message, "trials_asked": trials,
            "trials": sum(e.get("batch_size", 0) for e in batches), "stop_s": stop_s, "finish_called_s": finished_at,
            "wall_s": round(max(e["t"] for e in batches) - t0, 1) if batches else None,

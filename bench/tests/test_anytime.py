@@ -134,3 +134,19 @@ def test_warm_runs_are_scored_against_the_same_stock():
     assert [raw[s]["warm_configs"]["a"]["warm_time_to_stock_latency_ratio"] for s in "012"] == [0.1, 0.2, 1.0]
     assert entry["warm_time_to_stock_latency_ratio"] == 0.2 and entry["first_tuned_batch_after_server_s"] == 31.0
     assert entry["warm_first_ms"] == 1.9 and entry["warm_first_better_than_untuned"] == 2  # untuned: 2.0 ms
+
+
+def test_the_first_tuned_batch_wait_is_split_by_step(tmp_path):
+    import workbench as wb
+
+    run = wb.tune(wb.TuneSpec(model="mlp-small", trials=4, trials_per_batch=2), home=str(tmp_path))
+    assert run.wait(timeout=600) == "done", run.message
+    events = run.event_list()
+    steps = at.first_tuned_batch_steps(events)
+    assert all(isinstance(v, float) and v >= 0 for v in steps.values()), steps
+    chunks = [e for e in events if e["kind"] == "defaults"]
+    assert steps["defaults_build"] + steps["defaults_measure"] + steps["defaults_schedule"] == pytest.approx(
+        sum(c["seconds"] for c in chunks), abs=0.05)
+    first = min((e for e in events if e["kind"] == "batch"), key=lambda e: e["t"])
+    started = next(e["t"] for e in events if e["kind"] == "shard_started" and e["shard"] == first["shard"])
+    assert steps["search"] + steps["build"] + steps["measure"] == pytest.approx(first["t"] - started, abs=0.5)
