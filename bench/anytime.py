@@ -129,7 +129,8 @@ def first_tuned_batch_steps(events: list[dict]) -> dict | None:
     """Where the wait for the first measured batch went, by the first batch's shard (seconds): its default schedules
     (their chunks' schedule, build and measure summed; the first chunk's measure includes waiting for the servers),
     `to_start` from its last default to its start (the plan by measured time, design spaces, cost model), then the
-    batch's own search, build and measure (None where a step was not reported)."""
+    batch's own search, build and measure (None where a step did not happen or was not reported: a warm run whose
+    memory holds the defaults times none)."""
     batches = [e for e in events if e["kind"] == "batch"]
     if not batches:
         return None
@@ -282,7 +283,8 @@ def summarize(entry: dict) -> None:
                       "equal_time_latency_ratio", "equal_time_latency_ratio_upper_bound", "time_to_stock_latency_ratio",
                       "best_ms_at_300s")}})
     best_rows = [r["configs"][best] for r in raws.values() if best in r["configs"]] if best else []
-    warm_rows = [r["warm_configs"][best] for r in raws.values() if best in r.get("warm_configs", {})] if best else []
+    warm_name = best or next((n for r in raws.values() for n in r.get("warm_configs", {})), None)  # --part warm
+    warm_rows = [r["warm_configs"][warm_name] for r in raws.values() if warm_name in r.get("warm_configs", {})]
     entry["first_tuned_batch_after_server_s"] = med([r.get("first_tuned_batch_after_server_s") for r in best_rows])
     if warm_rows:
         entry["warm_time_to_stock_latency_ratio"] = med([r.get("warm_time_to_stock_latency_ratio") for r in warm_rows])
@@ -330,8 +332,9 @@ def main() -> None:
             ("--warm-trials", int, 256, "the --warm-from run's trials"),
             ("--out", str, os.path.join(HERE, "results", "h200_anytime.json"), None)):
         p.add_argument(flag, type=kind, default=default, help=text)
-    p.add_argument("--part", choices=("both", "stock", "workbench"), default="both",
-                   help="stock or workbench alone (with --merge: the workbench uses the file's stock of its seed)")
+    p.add_argument("--part", choices=("both", "stock", "workbench", "warm"), default="both",
+                   help="stock or workbench alone (with --merge: the workbench uses the file's stock of its seed); "
+                        "warm: only the --warm-from runs, against the file's stock")
     p.add_argument("--no-stock", action="store_true", help="no stock run (one known to fail); the workbench "
                                                            "runs --wall-s and is compared with untuned and torch")
     p.add_argument("--merge", action="store_true", help="add/update these seeds in --out, keep the rest")
@@ -347,6 +350,8 @@ def main() -> None:
     if any(c["name"] == "stock" for c in configs):
         raise SystemExit("--configs lists workbench configs; stock always runs first (--part, --no-stock)")
     seeds = [int(s) for s in args.seeds.split(",")]
+    if args.part == "warm" and not args.warm_from:
+        raise SystemExit("--part warm runs the --warm-from runs: give --warm-from")
     if args.seed_index_only is not None:
         seeds = [seeds[args.seed_index_only]]
     with open(args.out if args.merge and os.path.exists(args.out) else os.devnull) as f:
@@ -368,7 +373,7 @@ def main() -> None:
         raw["intrinsics_cache_warmed_s"] = warmed
         if args.no_stock:
             raw["stock"] = None
-        elif args.part != "workbench":  # a new stock run: the seed's old workbench runs no longer pair with it
+        elif args.part not in ("workbench", "warm"):  # a new stock: the seed's old workbench runs no longer pair
             print(f"--- stock seed {seed}", flush=True)
             raw["stock"], raw["configs"] = run_one(parse_config("stock"), args, home, seed, args.stock_trials, None), {}
             summarize(entry)
@@ -378,7 +383,7 @@ def main() -> None:
         stock = raw["stock"]
         stop_s = stock["wall_s"] if stock and stock.get("wall_s") else args.wall_s
         stop_s = stop_s if args.stop_s is None else min(stop_s, args.stop_s)
-        for cfg in configs if args.part != "stock" else []:
+        for cfg in configs if args.part in ("both", "workbench") else []:
             print(f"--- {cfg['name']} seed {seed}, stopped at {stop_s} s", flush=True)
             trials = args.budget_factor * args.stock_trials
             raw["configs"][cfg["name"]] = run_one(cfg, args, home, seed, trials, stop_s)

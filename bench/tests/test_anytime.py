@@ -134,6 +134,10 @@ def test_warm_runs_are_scored_against_the_same_stock():
     assert [raw[s]["warm_configs"]["a"]["warm_time_to_stock_latency_ratio"] for s in "012"] == [0.1, 0.2, 1.0]
     assert entry["warm_time_to_stock_latency_ratio"] == 0.2 and entry["first_tuned_batch_after_server_s"] == 31.0
     assert entry["warm_first_ms"] == 1.9 and entry["warm_first_better_than_untuned"] == 2  # untuned: 2.0 ms
+    for r in raw.values():  # --part warm: the warm runs alone against the file's stock, no cold config
+        r["configs"] = {}
+    at.summarize(entry)
+    assert entry["best_config"] is None and entry["warm_time_to_stock_latency_ratio"] == 0.2
 
 
 def test_the_first_tuned_batch_wait_is_split_by_step(tmp_path):
