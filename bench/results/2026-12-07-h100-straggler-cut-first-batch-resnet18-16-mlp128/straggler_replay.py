@@ -1,10 +1,12 @@
-"""Replays the straggler cut (`StragglerCut`, the `auto` builder on CUDA) on every committed GPU event log.
+"""Replays the straggler cut (`StragglerCut`, the `auto` builder on CUDA) on the committed GPU event logs of runs that
+waited for every build.
 
 For each `batch` event with per-candidate build times (`build_each_s`): the batch's candidates start together (one
 client's workers are at least its batch), so the cut's wait ends at the build time of the candidate that makes
 `after` of the batch built, plus max(`min_s`, `factor` x the median of those built); a candidate building longer is
 dropped. Counted per task's first batch and later batches: batches cut, seconds of waiting saved, and batches whose
-best candidate (lowest `latest_us`) would have been dropped.
+best candidate (lowest `latest_us`) would have been dropped; then how far behind its batch's best each candidate the
+cut would drop ran.
 
     PYTHONPATH=. python bench/results/<this folder>/straggler_replay.py
 """
@@ -39,9 +41,11 @@ def deadline(builds: list[float], cut: StragglerCut) -> float:
 
 def main() -> None:
     cut, count, saved, lost = StragglerCut(), collections.Counter(), collections.Counter(), []
+    behind: list[float] = []  # each would-be-dropped candidate's time over its batch's best
     for path in sorted(glob.glob(os.path.join(ROOT, "**", "*.events.jsonl*"), recursive=True)):
         log = list(events(path))
-        if not any(e.get("kind") == "hardware" and e.get("target") == "cuda" for e in log):
+        if not any(e.get("kind") == "hardware" and e.get("target") == "cuda" for e in log) or any(
+                e.get("build_dropped") for e in log):  # a run that cut stragglers itself: its dropped ones untimed
             continue
         seen = set()
         for e in log:
@@ -62,6 +66,7 @@ def main() -> None:
             saved[which] += max(builds) - end
             ok = [(x, i) for i, x in enumerate(lat) if x and x < 1e17]
             best = min(ok)[1] if ok else None
+            behind += [lat[i] / lat[best] for i in dropped if best is not None and lat[i] and lat[i] < 1e17]
             if best in dropped:
                 kept = min((x for x, i in ok if i not in dropped), default=None)
                 lost.append(f"{os.path.relpath(path, ROOT)} {e.get('task')}: best {lat[best]:.1f} us dropped, "
@@ -70,6 +75,9 @@ def main() -> None:
         print(f"{which} batches of a task: {count[which, 'batches']}, cut {count[which, 'cut']}, "
               f"{saved[which]:.0f} s of waiting saved")
     print(f"batches whose best would have been dropped: {len(lost)}")
+    behind.sort()
+    print(f"the {len(behind)} timed candidates the cut would drop ran {statistics.median(behind):.1f}x their batch's "
+          f"best (median); within 1.1x: {sum(b <= 1.1 for b in behind)}, within 2x: {sum(b <= 2 for b in behind)}")
     print("\n".join(lost))
 
 
