@@ -10,10 +10,10 @@ would have built from the records committed by evenly spaced batch times (merged
 timed beside the untuned build on the whole device. Per seed: equal_time_latency_ratio (workbench at
 stock's wall / stock's final), time_to_stock_latency_ratio (first checkpoint within 3 % of stock's final /
 stock's time to its own final; 1.0 when never reached), best_ms_at_300s (null for a run under 300 s); then
-medians over the file's seeds, best_config by median equal-time ratio. `--part` splits a seed over two
-calls (`--merge`). If stock skips a task or fails, the workbench is compared with the untuned build and
-PyTorch only. torch_eager_fp32_ms: the same layers in PyTorch eager fp32 (TF32 off), random weights,
-CUDA events, median of 200 after warm-up (GPU only).
+medians over the file's seeds, best_config by median equal-time ratio. `--part` runs stock, the workbench
+or the warm runs alone (`--merge`: against the file's stock of the seed). If stock skips a task or fails,
+the workbench is compared with the untuned build and PyTorch only. torch_eager_fp32_ms: the same layers in
+PyTorch eager fp32 (TF32 off), random weights, CUDA events, median of 200 after warm-up (GPU only).
 """
 from __future__ import annotations
 
@@ -32,6 +32,7 @@ import numpy as np
 import workbench as wb
 from bench import anytime_warm as warm
 from bench.anytime_torch import torch_eager
+from bench.first_batch import first_tuned_batch_after_server, first_tuned_batch_steps
 from bench.tuning_throughput import TOLERANCE, checkpoint_dbs, parse_config, time_to, warm_intrinsics
 from workbench.hardware import TargetSpec, resolve_target
 
@@ -117,33 +118,6 @@ def trials_by(batches: list[dict], t: float) -> int:
                for s in {e["shard"] for e in batches})
 
 
-def first_tuned_batch_after_server(events: list[dict]) -> float | None:
-    """Seconds from the first server ready to the first measured batch of a run's events (None if either is
-    missing)."""
-    ready = [e["t"] for e in events if e["kind"] == "server_ready"]
-    batches = [e["t"] for e in events if e["kind"] == "batch"]
-    return round(min(batches) - min(ready), 1) if batches and ready else None
-
-
-def first_tuned_batch_steps(events: list[dict]) -> dict | None:
-    """Where the wait for the first measured batch went, by the first batch's shard (seconds): its default schedules
-    (their chunks' schedule, build and measure summed; the first chunk's measure includes waiting for the servers),
-    `to_start` from its last default to its start (the plan by measured time, design spaces, cost model), then the
-    batch's own search, build and measure (None where a step did not happen or was not reported: a warm run whose
-    memory holds the defaults times none)."""
-    batches = [e for e in events if e["kind"] == "batch"]
-    if not batches:
-        return None
-    first = min(batches, key=lambda e: e["t"])
-    mine = [e for e in events if e.get("shard") == first["shard"] and e.get("tuned_at") == first.get("tuned_at")]
-    chunks = [e for e in mine if e["kind"] == "defaults" and not e.get("remembered")]
-    started = [e["t"] for e in mine if e["kind"] == "shard_started"]
-    steps = {f"defaults_{k}": round(sum((c.get("steps_s") or {}).get(k, 0.0) for c in chunks), 2) if chunks and all(
-        c.get("steps_s") for c in chunks) else None for k in ("schedule", "build", "measure")}
-    steps["to_start"] = round(min(started) - max(c["t"] for c in chunks), 2) if chunks and started else None
-    return {**steps, **{k: first.get(f"{k}_s") for k in ("search", "build", "measure")}}
-
-
 def run_one(cfg: dict, args: argparse.Namespace, home: str, seed: int, trials: int, stop_s: float | None,
             fresh: bool = True) -> dict:
     """Run one config; with `stop_s`, `Run.finish()` that many seconds after its `run_started` event. `fresh`: the
@@ -180,6 +154,7 @@ def run_one(cfg: dict, args: argparse.Namespace, home: str, seed: int, trials: i
     first_batch = first_tuned_batch_after_server(events)
     out = {"config": cfg["name"], "first_tuned_batch_after_server_s": first_batch,
            "first_tuned_batch_steps_s": first_tuned_batch_steps(events), "run": run.id, "status": status,
+           "builder": run.plan.options.builder,
            "message": run.message, "trials_asked": trials,
            "trials": sum(e.get("batch_size", 0) for e in batches), "stop_s": stop_s, "finish_called_s": finished_at,
            "wall_s": round(max(e["t"] for e in batches) - t0, 1) if batches else None,
@@ -283,7 +258,8 @@ def summarize(entry: dict) -> None:
                       "equal_time_latency_ratio", "equal_time_latency_ratio_upper_bound", "time_to_stock_latency_ratio",
                       "best_ms_at_300s")}})
     best_rows = [r["configs"][best] for r in raws.values() if best in r["configs"]] if best else []
-    warm_name = best or next((n for r in raws.values() for n in r.get("warm_configs", {})), None)  # --part warm
+    warmed = [n for r in raws.values() for n in r.get("warm_configs", {})]
+    warm_name = best if best in warmed else next(iter(warmed), None)  # warm runs may lack the cold runs' best
     warm_rows = [r["warm_configs"][warm_name] for r in raws.values() if warm_name in r.get("warm_configs", {})]
     entry["first_tuned_batch_after_server_s"] = med([r.get("first_tuned_batch_after_server_s") for r in best_rows])
     if warm_rows:
@@ -390,10 +366,11 @@ def main() -> None:
             summarize(entry)
             write(args.out, doc)
         if args.warm_from and args.part != "stock":
-            if "warm_from" not in entry:
+            if not warm.taught(home):  # the file's warm_from may be another call's home, on another machine
                 entry["warm_from"] = warm.teach(args, warm.home_of(home), configs[0]["slice"])
                 print(f"--- warm home taught: {entry['warm_from']}", flush=True)
                 write(args.out, doc)
+            raw["warm_from_run"] = entry["warm_from"]["run"]  # the teaching run this seed's memory started from
             for cfg in configs:
                 print(f"--- {cfg['name']} warm seed {seed}, stopped at {stop_s} s", flush=True)
                 raw.setdefault("warm_configs", {})[cfg["name"]] = run_one(

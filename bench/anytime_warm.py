@@ -58,3 +58,9 @@ def score(raw: dict, stock: dict | None, time_to) -> None:
 
 def home_of(home: str) -> str:
     return os.path.join(home, "warm")
+
+
+def taught(home: str) -> bool:
+    """Whether the warm home under `home` already holds a run (its memory learnt from it)."""
+    runs = os.path.join(home_of(home), "runs")
+    return os.path.isdir(runs) and any(os.scandir(runs))

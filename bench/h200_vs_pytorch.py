@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import workbench as wb
-from bench.anytime import first_tuned_batch_after_server, first_tuned_batch_steps
+from bench.first_batch import first_tuned_batch_after_server, first_tuned_batch_steps
 from bench.side_by_side import ROUNDS, Contender, cpu_timer, cuda_timer, interleaved, summary, tvm_contenders
 from bench.vs_pytorch import STANDIN, onnxruntime_ms
 from workbench.options import strategy_for
@@ -142,7 +142,7 @@ def tune_for(name: str, precision: str, minutes: float, trials: int, home: str, 
     intrinsics = sorted({e.get("loaded_from", "") for e in events if e["kind"] == "intrinsics"})
     return {"status": status, "run": run.id, "wall_s": wall, "finished_at_deadline": finished_early,
             "first_tuned_batch_after_server_s": first_tuned_batch_after_server(events),
-            "first_tuned_batch_steps_s": first_tuned_batch_steps(events),
+            "first_tuned_batch_steps_s": first_tuned_batch_steps(events), "builder": run.plan.options.builder,
             "intrinsics_from": intrinsics,
             "tuned_in_run_ms": model_ms(r), "untuned_in_run_ms": r.get("untuned_ms"), "kept": r.get("kept"),
             "verdict": r.get("verdict"), "trials": int(r.get("trials_measured") or 0),
@@ -184,6 +184,9 @@ def main() -> None:
                         "pytorch_how": "none: an ONNX file (onnxruntime, CPU provider, beside it)"}
             ref = row.get("pytorch_ms") or row.get("onnxruntime_ms")
             row["ratio"] = round(ref / row["tuned_ms"], 3) if ref and row.get("tuned_ms") else None
+            old = [r for r in rows if (r["model"], r["precision"]) == (name, precision)]
+            if old and old[0].get("other_runs"):  # the runs kept beside the row stay beside its successor
+                row["other_runs"] = old[0]["other_runs"]
             rows = [r for r in rows if (r["model"], r["precision"]) != (name, precision)] + [row]
             out.write_text(json.dumps({"models": rows}, indent=1) + "\n")
             print(json.dumps(row), flush=True)

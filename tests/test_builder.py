@@ -51,6 +51,29 @@ def test_a_straggler_is_dropped_and_the_pool_builds_on(tmp_path, monkeypatch, cp
     assert left == kept  # every built candidate's folder, and nothing of the dropped one
 
 
+def test_default_schedules_are_built_without_the_cut_and_the_cut_comes_back(tmp_path, monkeypatch, cpu_design_space):
+    from tvm.s_tir.meta_schedule.builder import BuilderInput
+
+    from workbench.tuning import builder as builders
+    from workbench.tuning.builder.persistent import PersistentBuilder, StragglerCut
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setenv("PYTHONPATH", child_env()["PYTHONPATH"])
+    mod, target = cpu_design_space
+    batch = [BuilderInput(m, target) for m in (mod, mod, mod.with_attr("wb_test_sleep", 4))]
+    builder = PersistentBuilder(3, timeout_sec=60, cut=StragglerCut(factor=1.0, min_s=1.0, after=0.5),
+                                f_build=build_or_sleep)
+    try:
+        builder.build(batch[:2])  # the workers are warm before anything is timed
+        with builders.waiting(builder):  # as the client builds the default schedules
+            defaults = builder.build(batch)
+        later = builder.build(batch)
+    finally:
+        builder.shutdown()
+    assert all(r.error_msg is None and r.artifact_path for r in defaults)  # the 4 s build was waited for
+    assert "dropped as a straggler" in later[2].error_msg and builder.cut is not None
+
+
 def test_shutdown_kills_a_dropped_straggler_instead_of_waiting_for_it(tmp_path, monkeypatch, cpu_design_space):
     import psutil
     from tvm.s_tir.meta_schedule.builder import BuilderInput

@@ -57,8 +57,8 @@ RUNNERS = {
     "rpc": "stock RPCRunner: one RPC session per candidate",
     "local": "stock LocalRunner inside the client, no servers",
 }
-# "auto" cuts stragglers on CUDA, where NVRTC now and then takes 10-40 s over a candidate whose kernel then runs
-# far behind the batch's best (docs/benchmarks.md: replayed on the H200 logs, the cut dropped a batch's best in 1
+# "auto" cuts stragglers on CUDA, where NVRTC now and then takes 10-45 s over a candidate whose kernel then runs
+# far behind the batch's best (docs/benchmarks.md: replayed on the GPU logs, the cut dropped a batch's best in 1
 # of 41 cut batches), and waits on CPUs, where no such stragglers were seen.
 BUILDERS = {
     "auto": "persistent-cut on CUDA, persistent on CPUs",

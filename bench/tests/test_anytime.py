@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from bench import anytime as at
+from bench.first_batch import first_tuned_batch_steps
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CONFIG = "1x1@100+batch"
@@ -146,7 +147,7 @@ def test_the_first_tuned_batch_wait_is_split_by_step(tmp_path):
     run = wb.tune(wb.TuneSpec(model="mlp-small", trials=4, trials_per_batch=2), home=str(tmp_path))
     assert run.wait(timeout=600) == "done", run.message
     events = run.event_list()
-    steps = at.first_tuned_batch_steps(events)
+    steps = first_tuned_batch_steps(events)
     assert all(isinstance(v, float) and v >= 0 for v in steps.values()), steps
     chunks = [e for e in events if e["kind"] == "defaults"]
     assert steps["defaults_build"] + steps["defaults_measure"] + steps["defaults_schedule"] == pytest.approx(

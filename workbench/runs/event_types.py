@@ -278,8 +278,10 @@ class Batch(ShardEvent):
     build_each_s: list[float | None] | None = None
     build_dropped: int | None = None
     timed_once: int | None = None  # candidates timed by their first call alone (runner rpc-batch's HopelessCut)
+    # search_s, measure_s: None without a PersistentBuilder (the stock configuration)
     search_s: float | None = None  # from the shard's last batch event (its start, for its first) to this build
-    measure_s: float | None = None  # from this build's end to this event: the servers' timing and the records
+    measure_s: float | None = None  # from this build's end to this event: the servers' timing, the records' commit
+    # and the cost model's update (TVM's callbacks run before this event's)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -2,7 +2,9 @@
 `workbench.options.BUILDERS` or a MetaSchedule builder (returned as it is)."""
 from __future__ import annotations
 
+import contextlib
 import functools
+from collections.abc import Iterator
 from typing import Any
 
 from workbench.options import BUILDERS, check
@@ -27,3 +29,18 @@ def create(kind: Any, workers: int = 1, timeout_sec: float = 60.0, config: dict 
             {"f_build": f_build} if f_build else {}))
     cut = StragglerCut() if kind == "persistent-cut" else None
     return PersistentBuilder(max_workers=workers, timeout_sec=timeout_sec, cut=cut, f_build=f_build or build_candidate)
+
+
+@contextlib.contextmanager
+def waiting(builder: Any) -> Iterator[None]:
+    """Meanwhile `builder` waits for every build (its `StragglerCut`, if any, is off): default schedules of several
+    tasks share a batch, and none may be dropped against another task's build time (a dropped default is never
+    timed, and the task loses its floor)."""
+    cut = getattr(builder, "cut", None)
+    if cut is not None:
+        builder.cut = None
+    try:
+        yield
+    finally:
+        if cut is not None:
+            builder.cut = cut
