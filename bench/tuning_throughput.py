@@ -12,13 +12,14 @@ first batch as the plan's `auto` does (TVM's evolution on CUDA, at random on CPU
 `workbench.tuning.search_strategy.random_first_round.RandomFirstRound`); a `+evo` or `+rand` suffix
 forces one or the other; a `+batch` suffix measures each batch over one RPC session per server
 (`workbench/tuning/runner/batch.py`, the product's default runner; it now times a candidate far behind by one call,
-`HopelessCut`, which results labelled `+batch` before that change did not; `+batch-full` times every candidate fully;
-without either suffix a config measures as stock's `RPCRunner` does, one session per candidate); builds are waited
-for as the product's `auto` builder does (a straggling build cut on CUDA, `workbench.tuning.builder.persistent.
-StragglerCut`; results from before that default waited for every build); a `+cut` suffix cuts stragglers on
-every target and `+wait` waits for every build; `+lean` searches with the lean evolution and `+nbr` with the
-evolution and neighbours after a stalled batch (`--strategy`); a `+dask` suffix runs the shard clients on a Dask LocalCluster (`--cluster local`: a worker process per shard, the cores split
-between them). Every config gets the same model, trial budget, batch size, cost model and seed.
+`HopelessCut`, which results labelled `+batch` before that change did not; `+batch-full` times every candidate
+fully; without either suffix a config measures as stock's `RPCRunner` does, one session per candidate); builds are
+waited for as the product's `auto` builder does (a straggling build cut on CUDA,
+`workbench.tuning.builder.persistent.StragglerCut`; results from before that default waited for every build); a
+`+cut` suffix cuts stragglers on every target and `+wait` waits for every build; `+lean` searches with the lean
+evolution and `+nbr` with the evolution and neighbours after a stalled batch (`--strategy`); a `+dask` suffix runs
+the shard clients on a Dask LocalCluster (`--cluster local`: a worker process per shard, the cores split between
+them). Every config gets the same model, trial budget, batch size, cost model and seed.
 
 For each config it reports trials per second, wall time, the final model latency (compiled with
 the run's database and timed on the whole device), mean CPU/GPU utilisation while tuning, where
