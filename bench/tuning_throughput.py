@@ -17,9 +17,10 @@ fully; without either suffix a config measures as stock's `RPCRunner` does, one 
 waited for as the product's `auto` builder does (a straggling build cut on CUDA,
 `workbench.tuning.builder.persistent.StragglerCut`; results from before that default waited for every build); a
 `+cut` suffix cuts stragglers on every target and `+wait` waits for every build; `+lean` searches with the lean
-evolution and `+nbr` with the evolution and neighbours after a stalled batch (`--strategy`); a `+dask` suffix runs
-the shard clients on a Dask LocalCluster (`--cluster local`: a worker process per shard, the cores split between
-them). Every config gets the same model, trial budget, batch size, cost model and seed.
+evolution, `+few` with the lean evolution from 16 initial samples and `+nbr` with the evolution and neighbours after
+a stalled batch (`--strategy`); a `+dask` suffix runs the shard clients on a Dask LocalCluster (`--cluster local`: a
+worker process per shard, the cores split between them). Every config gets the same model, trial budget, batch size,
+cost model and seed.
 
 For each config it reports trials per second, wall time, the final model latency (compiled with
 the run's database and timed on the whole device), mean CPU/GPU utilisation while tuning, where
@@ -49,7 +50,7 @@ from workbench.results.sweep import infer_at
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 CONFIG_RE = re.compile(r"^(\d+)x(\d+)@(\d+)(?:/(\d+)gpu)?(\+evo|\+rand)?(\+batch(?:-full)?)?(\+cut|\+wait)?"
-                       r"(\+lean|\+nbr)?(\+dask)?$")
+                       r"(\+lean|\+few|\+nbr)?(\+dask)?$")
 BATCH_RUNNERS = {"+batch": "rpc-batch", "+batch-full": "rpc-batch-full"}
 TOLERANCE = 1.03
 
@@ -60,14 +61,16 @@ def parse_config(text: str) -> dict:
                 "first_round": "evolutionary", "gpus": 1, "strategy": "evolutionary"}
     m = CONFIG_RE.match(text)
     if not m:
-        raise SystemExit(f"bad config {text!r}: use stock or KxS@P[/Ngpu][+evo|+rand][+batch][+cut|+wait][+lean|+nbr]"
+        raise SystemExit(f"bad config {text!r}: use stock or "
+                         "KxS@P[/Ngpu][+evo|+rand][+batch][+cut|+wait][+lean|+few|+nbr]"
                          "[+dask], e.g. 2x2@50 or 4x8@50/2gpu (+batch-full: rpc-batch timing every candidate fully)")
     k, s, p = map(int, m.groups()[:3])
     return {"name": text, "shards": k, "servers": s, "slice": p, "runner": BATCH_RUNNERS.get(m.group(6), "rpc"),
             "builder": {"+cut": "persistent-cut", "+wait": "persistent"}.get(m.group(7), "auto"),
             "first_round": {"+evo": "evolutionary", "+rand": "random"}.get(m.group(5), "auto"),
             "gpus": int(m.group(4) or 1),
-            "strategy": {"+lean": "evolutionary-lean", "+nbr": "evolutionary-neighbours"}.get(m.group(8),
+            "strategy": {"+lean": "evolutionary-lean", "+few": "evolutionary-lean-few",
+                         "+nbr": "evolutionary-neighbours"}.get(m.group(8),
                                                                                                "evolutionary"),
             "cluster": "local" if m.group(9) else None}
 

@@ -20,6 +20,8 @@ STRATEGIES = {
     "auto": "evolutionary-lean at fp16 on a GPU, evolutionary otherwise",
     "evolutionary": "TVM's evolutionary search",
     "evolutionary-lean": "that, with a quarter of its population and half its generations",
+    "evolutionary-lean-few": "the lean one, its initial population from 16 valid random schedules, not 50 (cheaper "
+                             "on CUDA; its models not measured yet)",
     "evolutionary-neighbours": "TVM's evolutionary search; after a batch that did not improve a task's best, a "
                                "batch of the best schedule's neighbours (one decision one step away)",
     "replay-trace": "TVM's ReplayTrace: random draws of the design space",

@@ -220,7 +220,8 @@ class TuneSpec:
                                              "max_trials_per_task)")
     cost_model: str = _opt("xgb", "xgb or random")
     strategy: str = _opt("auto", "auto (evolutionary-lean at fp16 on a GPU, else evolutionary), evolutionary, "
-                                 "evolutionary-lean (a smaller, cheaper evolution) or replay-trace")
+                                 "evolutionary-lean (a smaller, cheaper evolution), evolutionary-lean-few (that, "
+                                 "from fewer initial samples) or replay-trace")
     seed: int | None = _opt(0, "random seed")
     tracker: str | None = _opt(None, "use an existing RPC tracker HOST:PORT:KEY instead of local servers")
     host: str = _opt(LOOPBACK, "address the tracker and servers bind to")
