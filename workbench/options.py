@@ -59,9 +59,9 @@ RUNNERS = {
     "rpc": "stock RPCRunner: one RPC session per candidate",
     "local": "stock LocalRunner inside the client, no servers",
 }
-# "auto" cuts stragglers on CUDA, where NVRTC now and then takes 10-45 s over a candidate whose kernel then runs
-# far behind the batch's best (docs/benchmarks.md: replayed on the GPU logs, the cut dropped a batch's best in 1
-# of 41 cut batches), and waits on CPUs, where no such stragglers were seen.
+# "auto" cuts stragglers on CUDA, where NVRTC now and then takes ten times a batch's median build over a candidate
+# whose kernel then runs far behind the batch's best (docs/benchmarks.md: the straggler cut replayed on the GPU logs
+# rarely dropped a best), and waits on CPUs, where no such stragglers were seen.
 BUILDERS = {
     "auto": "persistent-cut on CUDA, persistent on CPUs",
     "persistent": "one warm worker pool for the whole tune (builder/persistent.py)",

@@ -13,8 +13,7 @@ from workbench.options import FIRST_ROUNDS, STRATEGIES, check
 LEAN_SEARCH = {"population_size": 128, "genetic_num_iters": 2}
 # "evolutionary-lean-few": that, sampling its initial population until 16 random schedules pass the checks, not 50
 # (`init_min_unmeasured`). On CUDA few samples pass, so that sampling is most of the lean search and does not shrink
-# with the population: a resnet18 first batch's search took 18.7 s against the lean one's 44 s on 2 cores (bench/
-# results/2026-12-07-h100-straggler-cut-first-batch-resnet18-16-mlp128). Its effect on the models is not measured.
+# with the population (docs/benchmarks.md: the first batch by step). Its effect on the models is not measured.
 FEW_SAMPLES = {**LEAN_SEARCH, "init_min_unmeasured": 16}
 
 
