@@ -258,8 +258,8 @@ def summarize(entry: dict) -> None:
                       "equal_time_latency_ratio", "equal_time_latency_ratio_upper_bound", "time_to_stock_latency_ratio",
                       "best_ms_at_300s")}})
     best_rows = [r["configs"][best] for r in raws.values() if best in r["configs"]] if best else []
-    warmed = [n for r in raws.values() for n in r.get("warm_configs", {})]
-    warm_name = best if best in warmed else next(iter(warmed), None)  # warm runs may lack the cold runs' best
+    warm_names = [n for r in raws.values() for n in r.get("warm_configs", {})]
+    warm_name = best if best in warm_names else next(iter(warm_names), None)  # warm runs may lack the cold runs' best
     warm_rows = [r["warm_configs"][warm_name] for r in raws.values() if warm_name in r.get("warm_configs", {})]
     entry["first_tuned_batch_after_server_s"] = med([r.get("first_tuned_batch_after_server_s") for r in best_rows])
     if warm_rows:

@@ -184,9 +184,9 @@ def main() -> None:
                         "pytorch_how": "none: an ONNX file (onnxruntime, CPU provider, beside it)"}
             ref = row.get("pytorch_ms") or row.get("onnxruntime_ms")
             row["ratio"] = round(ref / row["tuned_ms"], 3) if ref and row.get("tuned_ms") else None
-            old = [r for r in rows if (r["model"], r["precision"]) == (name, precision)]
-            if old and old[0].get("other_runs"):  # the runs kept beside the row stay beside its successor
-                row["other_runs"] = old[0]["other_runs"]
+            old = next((r for r in rows if (r["model"], r["precision"]) == (name, precision)), {})
+            if old.get("other_runs"):  # the runs kept beside the row stay beside its successor
+                row["other_runs"] = old["other_runs"]
             rows = [r for r in rows if (r["model"], r["precision"]) != (name, precision)] + [row]
             out.write_text(json.dumps({"models": rows}, indent=1) + "\n")
             print(json.dumps(row), flush=True)

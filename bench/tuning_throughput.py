@@ -70,8 +70,7 @@ def parse_config(text: str) -> dict:
             "first_round": {"+evo": "evolutionary", "+rand": "random"}.get(m.group(5), "auto"),
             "gpus": int(m.group(4) or 1),
             "strategy": {"+lean": "evolutionary-lean", "+few": "evolutionary-lean-few",
-                         "+nbr": "evolutionary-neighbours"}.get(m.group(8),
-                                                                                               "evolutionary"),
+                         "+nbr": "evolutionary-neighbours"}.get(m.group(8), "evolutionary"),
             "cluster": "local" if m.group(9) else None}
 
 

@@ -109,9 +109,9 @@ class EngineOptions:
     def resolved(self, target_kind: str) -> EngineOptions:
         """Each "auto" as `target_kind` gets it."""
         cuda = target_kind == "cuda"
-        return replace(self, first_round=("evolutionary" if cuda else "random") if self.first_round == "auto"
-                       else self.first_round,
-                       builder=("persistent-cut" if cuda else "persistent") if self.builder == "auto" else self.builder)
+        auto = {"first_round": "evolutionary" if cuda else "random",
+                "builder": "persistent-cut" if cuda else "persistent"}
+        return replace(self, **{name: value for name, value in auto.items() if getattr(self, name) == "auto"})
 
     @classmethod
     def given(cls, **values: str | None) -> EngineOptions:

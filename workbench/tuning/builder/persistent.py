@@ -101,8 +101,7 @@ class PersistentBuilder(PyBuilder):
         self.f_build = f_build
         self.cut = cut
         self.started: float | None = None  # when the latest build() began (unix s)
-        # artifact -> (its build s, its batch's wall s, when its batch's build began: unix s)
-        self.timings: dict[str, tuple[float, float, float]] = {}
+        self.timings: dict[str, tuple[float, float]] = {}  # artifact -> (its build s, its batch's wall s)
         self.pool = PopenPoolExecutor(max_workers=max_workers, timeout=timeout_sec, initializer=warm_worker,
                                       maximum_process_uses=maximum_process_uses)
 
@@ -114,8 +113,7 @@ class PersistentBuilder(PyBuilder):
 
     def build(self, build_inputs: list[BuilderInput]) -> list[BuilderResult]:
         args = [(self.f_build, self.f_export, b.mod, b.target, _serialize_params(b.params)) for b in build_inputs]
-        t0 = time.perf_counter()
-        started = self.started = time.time()
+        t0, self.started = time.perf_counter(), time.time()
         futures = [self.pool.submit(_timed_build, a) for a in args]
         dropped = self._wait(futures) if self.cut else {}
         results: list[BuilderResult] = []
@@ -135,19 +133,19 @@ class PersistentBuilder(PyBuilder):
                 built[path] = seconds
                 results.append(BuilderResult(path, None))
         wall = time.perf_counter() - t0  # every kept candidate is built (or failed) by now
-        self.timings.update({path: (seconds, wall, started) for path, seconds in built.items()})
+        self.timings.update({path: (seconds, wall) for path, seconds in built.items()})
         return results
 
     def batch_timings(self, builder_results) -> dict:
         """Build timings of one measured batch, by its artifacts (each built candidate's seconds, None where
         it failed or was dropped; the batch's wall; how many stragglers were dropped; `build_started`: when the
-        build began, unix s: the latest build's where none of the batch was built, the scheduler joining each batch
-        before it builds the next). Forgets them."""
+        latest build began, unix s: this batch's, the scheduler joining each batch before it builds the next).
+        Forgets them."""
         got = [self.timings.pop(r.artifact_path, None) if r.artifact_path else None for r in builder_results]
         each = [None if g is None else round(g[0], 3) for g in got]
         walls = [g[1] for g in got if g is not None]
         return {"build_s": round(max(walls, default=0.0), 3),
-                "build_started": min((g[2] for g in got if g is not None), default=self.started),
+                "build_started": self.started,
                 "build_max_s": max((x for x in each if x is not None), default=0.0), "build_each_s": each,
                 "build_dropped": sum(bool(r.error_msg and DROPPED in r.error_msg) for r in builder_results)}
 
