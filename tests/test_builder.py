@@ -1,4 +1,5 @@
 """The warm builder pool: a straggling build no longer holds up its batch (`StragglerCut`)."""
+import dataclasses
 import os
 import sys
 import time
@@ -51,26 +52,37 @@ def test_a_straggler_is_dropped_and_the_pool_builds_on(tmp_path, monkeypatch, cp
     assert left == kept  # every built candidate's folder, and nothing of the dropped one
 
 
+@dataclasses.dataclass(frozen=True)
+class Task:
+    """What `time_defaults` reads of an extracted task."""
+    task_name: str
+    dispatched: tuple
+
+
 def test_default_schedules_are_built_without_the_cut_and_the_cut_comes_back(tmp_path, monkeypatch, cpu_design_space):
+    from tvm.s_tir import meta_schedule as ms
     from tvm.s_tir.meta_schedule.builder import BuilderInput
 
-    from workbench.tuning import builder as builders
     from workbench.tuning.builder.persistent import PersistentBuilder, StragglerCut
+    from workbench.tuning.default_schedules import time_defaults
+    from workbench.tuning.runner import evaluator_config
 
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     monkeypatch.setenv("PYTHONPATH", child_env()["PYTHONPATH"])
     mod, target = cpu_design_space
-    batch = [BuilderInput(m, target) for m in (mod, mod, mod.with_attr("wb_test_sleep", 4))]
+    mods = (mod, mod, mod.with_attr("wb_test_sleep", 4))
     builder = PersistentBuilder(3, timeout_sec=60, cut=StragglerCut(factor=1.0, min_s=1.0, after=0.5),
                                 f_build=build_or_sleep)
+    runner = ms.runner.LocalRunner(timeout_sec=60, evaluator_config=evaluator_config("cpu"))
     try:
-        builder.build(batch[:2])  # the workers are warm before anything is timed
-        with builders.waiting(builder):  # as the client builds the default schedules
-            defaults = builder.build(batch)
-        later = builder.build(batch)
+        builder.build([BuilderInput(m, target) for m in mods[:2]])  # the workers are warm before anything is timed
+        chunks = list(time_defaults([Task(f"t{i}", (m,)) for i, m in enumerate(mods)], target, builder, runner, 3))
+        later = builder.build([BuilderInput(m, target) for m in mods])
     finally:
         builder.shutdown()
-    assert all(r.error_msg is None and r.artifact_path for r in defaults)  # the 4 s build was waited for
+    assert [(d.task, d.error) for d in chunks[0].times] == [("t0", None), ("t1", None), ("t2", None)]
+    assert all(d.us is not None and d.us > 0 for d in chunks[0].times)  # the 4 s build was waited for and timed
+    assert chunks[0].build_s >= 4
     assert "dropped as a straggler" in later[2].error_msg and builder.cut is not None
 
 

@@ -275,13 +275,10 @@ def run(job: ShardJob) -> int:
                 events.emit(DefaultsTimed(shard=job.shard, tuned_at=job.tuned_at, left=left, defaults_us=dict(known),
                                           remembered=True))
             own = [t for t in own if t.task_name not in known]
-            with runners.timing_with(runner, runners.defaults_evaluator_config(job.target.kind)), \
-                    builders.waiting(builder):
-                for chunk in time_defaults(own, target, builder, runner, job.spec.trials_per_batch):
-                    left -= len(chunk.times)
-                    defaults_s.update((d.task, d.us * 1e-6) for d in chunk.times if d.us is not None)
-                    events.emit(DefaultsTimed(shard=job.shard, tuned_at=job.tuned_at, left=left,
-                                              **defaults_event(chunk)))
+            for chunk in time_defaults(own, target, builder, runner, job.spec.trials_per_batch):
+                left -= len(chunk.times)
+                defaults_s.update((d.task, d.us * 1e-6) for d in chunk.times if d.us is not None)
+                events.emit(DefaultsTimed(shard=job.shard, tuned_at=job.tuned_at, left=left, **defaults_event(chunk)))
             startup.mark("defaults")
         if job.await_plan:
             planned = await_plan(job)

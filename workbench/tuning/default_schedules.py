@@ -3,8 +3,10 @@
 The default is what the untuned build gives a task: DLight's rules on GPUs (as `compile_relax` applies
 them to functions without a tuning record), no schedule on CPUs. It is built by the shard's builder
 and timed by its runner, so it is measured on the same servers and slices as the candidates (on CPUs with one call
-per measurement, not three: `runner.defaults_evaluator_config`). A run whose tuning memory holds a task's default
-time takes that instead (`Plan.known_defaults`).
+per measurement, not three: `runner.defaults_evaluator_config`). Defaults of several tasks share a batch, so neither
+cut applies while they are timed: every default is built (`builder.waiting`) and timed fully (`runner.timing_with`);
+a dropped default would never be timed, and its task would lose its floor. A run whose tuning memory holds a task's
+default time takes that instead (`Plan.known_defaults`).
 """
 from __future__ import annotations
 
@@ -57,7 +59,15 @@ class Chunk:
 
 def time_defaults(tasks: list, target, builder, runner, chunk: int) -> Iterator[Chunk]:
     """Build and time the default schedule of each extracted task, `chunk` at a time (a runner batch's size);
-    yields each chunk's times as soon as they are measured."""
+    yields each chunk's times as soon as they are measured. Meanwhile the builder and the runner cut nothing."""
+    from workbench.tuning import builder as builders
+    from workbench.tuning import runner as runners
+
+    with runners.timing_with(runner, runners.defaults_evaluator_config(target.kind.name)), builders.waiting(builder):
+        yield from _time_chunks(tasks, target, builder, runner, chunk)
+
+
+def _time_chunks(tasks: list, target, builder, runner, chunk: int) -> Iterator[Chunk]:
     from tvm.s_tir import meta_schedule as ms
 
     for start in range(0, len(tasks), max(1, chunk)):
