@@ -1,12 +1,12 @@
 # Run on the lent GPU machine, from the checkout:
 #   bash bench/device_detach.sh chain "bash bench/results/2026-12-07-gpu-resnet18-16-lean-few-vs-evolution/chain.sh"
-# resnet18:16 fp32, 3 minutes from pressing Tune, TVM's evolution (the default at fp32) against the opt-in
+# resnet18:16 fp32, 3 minutes from pressing Tune (MINUTES=...: other), TVM's evolution (the default at fp32) against the opt-in
 # evolutionary-lean-few, paired seeds 0 and 1, lean-few first (it pays the fresh machine), in the order the device time may cut;
 # then the mlp at 128 rows with evolutionary-lean-few. Each run has its own home, so each is cold (no tuning memory).
 mkdir -p /tmp/dev/out
 run() {
   name=$1; shift
-  python3 -m bench.h200_vs_pytorch --precisions fp32 --minutes 3 "$@" --home "/tmp/dev/h_$name" \
+  python3 -m bench.h200_vs_pytorch --precisions fp32 --minutes "${MINUTES:-3}" "$@" --home "/tmp/dev/h_$name" \
     --out "/tmp/dev/out/$name.json" > "/tmp/dev/$name.log" 2>&1
   echo "$name rc $? at $(date -u +%H:%M:%S)"
   for r in /tmp/dev/h_"$name"/runs/*/; do
