@@ -32,7 +32,7 @@ def strategy_for(strategy: str, target_kind: str, precision: str) -> str:
     """The search strategy a run's clients use: `strategy` as given, or for "auto" the lean evolution at fp16 on a
     GPU (a tensor-core candidate costs about a second of a core to lower and verify, so TVM's evolution gets few
     batches, and the lean one found faster models in the same time: docs/benchmarks.md), TVM's evolution otherwise
-    (where the lean one's quality is not measured)."""
+    (at fp32 on a GPU it kept slower models; on CPUs it split two models: docs/benchmarks.md)."""
     if strategy != "auto":
         return strategy
     return "evolutionary-lean" if target_kind == "cuda" and precision == "fp16" else "evolutionary"
