@@ -219,9 +219,8 @@ class TuneSpec:
     trials_per_task: int | None = _opt(None, "at most this many trials per task (stock MetaSchedule's "
                                              "max_trials_per_task)")
     cost_model: str = _opt("xgb", "xgb or random")
-    strategy: str = _opt("auto", "auto (evolutionary-lean at fp16 on a GPU, else evolutionary), evolutionary, "
-                                 "evolutionary-lean (a smaller, cheaper evolution), evolutionary-lean-few (that, "
-                                 "from fewer initial samples) or replay-trace")
+    strategy: str = _opt("auto", "how each task's candidates are searched: " + "; ".join(
+        f"{name} ({what})" for name, what in STRATEGIES.items()))
     seed: int | None = _opt(0, "random seed")
     tracker: str | None = _opt(None, "use an existing RPC tracker HOST:PORT:KEY instead of local servers")
     host: str = _opt(LOOPBACK, "address the tracker and servers bind to")

@@ -9,7 +9,7 @@ from workbench.options import FIRST_ROUNDS, STRATEGIES, check
 # "evolutionary-lean": TVM's evolution with a quarter of its population (512 -> 128) and half its generations
 # (4 -> 2). Search is most of a trial's cost, and XGB scores at random for its first 100 samples, so early on most of
 # that search buys nothing. The default at fp16 on a GPU (`options.strategy_for`), where it was measured better at
-# equal time; elsewhere its effect on the tuned model's quality is not measured yet.
+# equal time; at fp32 on a GPU it kept slower models, and on CPUs it split two models (docs/benchmarks.md).
 LEAN_SEARCH = {"population_size": 128, "genetic_num_iters": 2}
 # "evolutionary-lean-few": that, sampling its initial population until 16 random schedules pass the checks, not 50
 # (`init_min_unmeasured`). On CUDA few samples pass, so that sampling is most of the lean search and does not shrink
