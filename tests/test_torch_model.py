@@ -2,6 +2,9 @@
 the tuned model gives the module's outputs; what torch.export or TVM's importer cannot take is one line naming it."""
 from __future__ import annotations
 
+import importlib.util
+
+import numpy as np
 import pytest
 from support import CHEAP_SEARCH
 
@@ -35,20 +38,25 @@ def test_a_pytorch_cnn_tuned_through_tune_gives_its_outputs(tmp_path):
     assert run.wait(timeout=480) == "done", (run.message, run.errors().to_dict("records"))
     assert run.results.match.iloc[0]
     model = run.model()
-    y = model(x)  # torch in, torch out
-    y = y[0] if isinstance(y, tuple) else y
+    y = model(x)  # torch in, torch out; one output, as the module gives (not a tuple of one)
     assert isinstance(y, torch.Tensor)
     torch.testing.assert_close(y, cnn(x).detach(), rtol=1e-4, atol=1e-5)
     y_np = model(x.numpy())
-    y_np = y_np[0] if isinstance(y_np, tuple) else y_np
+    assert isinstance(y_np, np.ndarray)
     torch.testing.assert_close(torch.from_numpy(y_np), cnn(x).detach(), rtol=1e-4, atol=1e-5)
     x2 = torch.randn(1, 3, 16, 16)  # inputs alike the last call's skip the full check: still its own outputs
     y2 = model(x2)
-    torch.testing.assert_close(y2[0] if isinstance(y2, tuple) else y2, cnn(x2).detach(), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(y2, cnn(x2).detach(), rtol=1e-4, atol=1e-5)
     with pytest.raises(wb.SpecError, match="must be 1x3x16x16 float32, got 2x3x16x16 float32"):
         model(torch.randn(2, 3, 16, 16))
     with pytest.raises(wb.SpecError, match="got 1x3x16x16 float64"):
         model(x2.double())
+    spec = importlib.util.spec_from_file_location("exported_load", f"{model.export(str(tmp_path / 'out'))}/load.py")
+    loader = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(loader)
+    y_exported = loader.load()(x.numpy())  # the exported loader too: one output, not a tuple of one
+    assert isinstance(y_exported, np.ndarray)
+    np.testing.assert_array_equal(y_exported, y_np)
 
 
 def test_tune_magic_takes_a_module_from_the_notebooks_namespace(tmp_path, monkeypatch):

@@ -48,7 +48,10 @@ class Model:
 
     def __call__(self, *inputs):
         out = self.vm["main"](*[to_tvm(x, self.device) for x in inputs])
-        return out.numpy() if hasattr(out, "numpy") else tuple(o.numpy() for o in out)
+        if hasattr(out, "numpy"):
+            return out.numpy()
+        outs = tuple(o.numpy() for o in out)  # a model of one output returns it, not a tuple of one
+        return outs[0] if len(outs) == 1 else outs
 
 
 def to_tvm(x, device):
@@ -238,10 +241,12 @@ def _to_torch(tensor: Any) -> Any:
 
 def _outputs(out: Any, dlpack: bool) -> Any:
     """The VM's result as the caller's kind: torch tensors for DLPack inputs, else numpy arrays; a tuple for
-    several."""
+    several. A model of one output returns it, as the module it came from does: torch's importer gives every model
+    a tuple of outputs, one-element tuples included."""
     if hasattr(out, "numpy"):
         return _to_torch(out) if dlpack else out.numpy()
-    return tuple(_to_torch(o) if dlpack else o.numpy() for o in out)
+    outs = tuple(_to_torch(o) if dlpack else o.numpy() for o in out)
+    return outs[0] if len(outs) == 1 else outs
 
 
 def output_specs(library: str, device: str, inputs: tuple[TensorSpec, ...],
