@@ -38,6 +38,7 @@ def test_a_pytorch_cnn_tuned_through_tune_gives_its_outputs(tmp_path):
     assert run.wait(timeout=480) == "done", (run.message, run.errors().to_dict("records"))
     assert run.results.match.iloc[0]
     model = run.model()
+    assert model.signature.model == "SmallCNN" and run.headline().text.startswith("SmallCNN at 100 %")  # its name
     y = model(x)  # torch in, torch out; one output, as the module gives (not a tuple of one)
     assert isinstance(y, torch.Tensor)
     torch.testing.assert_close(y, cnn(x).detach(), rtol=1e-4, atol=1e-5)

@@ -52,8 +52,9 @@ def model_ms(row: dict[str, Any]) -> float:
 
 
 def model_label(model: str) -> str:
-    """A model as a headline names it: a sample's name, a file's name without folder and extension."""
-    base = os.path.basename(str(model).rstrip("/"))
+    """A model as a headline names it: a sample's name, a file's name without folder and extension (a saved
+    PyTorch module's `Net.relax.json`: Net)."""
+    base = os.path.basename(str(model).rstrip("/")).removesuffix(".relax.json")
     return os.path.splitext(base)[0] if base.lower().endswith((".onnx", ".json")) else base
 
 

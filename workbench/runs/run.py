@@ -30,7 +30,7 @@ from workbench.runs.event_types import (
     ServerReady,
 )
 from workbench.runs.events import EventReader, as_dict
-from workbench.runs.headline import Headline, headline, model_ms
+from workbench.runs.headline import Headline, headline, model_label, model_ms
 from workbench.runs.model import Signature, TensorSpec, TunedModel, output_specs
 from workbench.runs.progress import Overall, overall, shard_progress
 from workbench.runs.sweep_table import slice_matrix, sweep_table, untuned_table
@@ -286,7 +286,7 @@ class Run:
         kept_untuned = row.get("kept") == "untuned"  # its library is the untuned build: it times as that did
         target = plan.target.to_dict()
         signature = Signature(inputs, output_specs(library, device, inputs, target), device, target,
-                              os.path.basename(self.spec.model).removesuffix(".relax.json"), self.id,
+                              model_label(self.spec.model), self.id,
                               int(row["tuned_at"]), str(row.get("verdict", "")),
                               row.get("untuned_ms") if kept_untuned else row.get("tuned_ms"), row.get("untuned_ms"),
                               kept=str(row.get("kept", "tuned")))
