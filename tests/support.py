@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 
 from workbench.procs import without_torch
 
@@ -51,3 +53,27 @@ def set_aside(run):
     aside = run.dir + ".aside"
     os.rename(run.dir, aside)
     return lambda: os.rename(aside, run.dir)
+
+
+_PYTORCH_ALONE = """
+import os, statistics, sys, torch
+from sample_models.torch_twins import twin
+from workbench.results.baseline import timer
+os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:int(sys.argv[1])])
+torch.set_num_threads(int(sys.argv[1]))
+m, t = twin("mlp", "small").eval(), torch.randn(4, 32)
+def call():
+    with torch.no_grad():
+        m(t)
+call()
+measure = timer(call, 20)
+print(statistics.median(measure() for _ in range(9)))
+"""
+
+
+def pytorch_alone_ms(cores: int) -> float:
+    """The mlp-small twin's PyTorch eager, as a user runs it: alone in a fresh process on `cores` cores (ms a call,
+    the median of 9 measurements of 20 ms, the timing worker's timer)."""
+    out = subprocess.run([sys.executable, "-c", _PYTORCH_ALONE, str(cores)], capture_output=True, text=True,
+                         timeout=300, check=True)
+    return float(out.stdout.split()[-1])

@@ -4,6 +4,7 @@ import subprocess
 import sys
 
 import pytest
+from support import pytorch_alone_ms
 
 from workbench.results.infer import repeats_for
 from workbench.results.sweep import MIN_REPEAT_ENV, min_repeat_ms
@@ -236,3 +237,40 @@ def test_the_timing_worker_imports_tvm_without_torch_and_can_still_time_pytorch(
     pytest.importorskip("torch")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.split() == ["True", "False", "False", "2.0"], out.stdout + out.stderr
+
+
+def test_the_baseline_runs_in_a_process_of_its_own_as_the_user_runs_it(tmp_path):
+    """PyTorch is timed in a process of its own, with its threading defaults, in turn with the builds, through the
+    supervisor's path (a worker started ahead at the stage's slice, then its job): not in the timing worker's
+    process, where two runtimes' threads share the slice's cores, and where a small model's PyTorch, kept from
+    spinning, ran 5-8x slower than a user's on two cores (which flattered the tuned model). Its time is within 3x of
+    the same twin timed alone in a fresh process on the same cores."""
+    from types import SimpleNamespace
+
+    import tvm
+    from tvm import relax
+
+    from workbench.hardware import detect, target_spec
+    from workbench.procs import child_env
+    from workbench.results.sweep import infer_at, start_timer
+
+    pytest.importorskip("torch")
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((4, 32), "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            out = bb.emit_output(bb.emit(relax.op.nn.relu(x)))
+        bb.emit_func_output(out)
+    lib = str(tmp_path / "relu.so")
+    tvm.compile(bb.get(), target="llvm").export_library(lib)
+    baseline = {"kind": "torch", "label": "PyTorch eager fp32 (a PyTorch twin of mlp-small)", "twin": "mlp",
+                "variant": "small", "compare_outputs": False}
+    target, env = target_spec("cpu", detect()), child_env()
+    timer = start_timer(str(tmp_path), 100, target, None, env, torch=True)
+    rows = infer_at(str(tmp_path), 100, {"untuned": lib}, SimpleNamespace(input_shape=(4, 32), dtype="float32"),
+                    target, None, env, reference=lib, interleave=True, baseline=baseline, timer=timer)
+    by = {r["name"]: r for r in rows}
+    assert "error" not in by["baseline"], by["baseline"]
+    assert by["baseline"]["pid"] != by["untuned"]["pid"]  # timed in a process of its own
+    alone_ms = pytorch_alone_ms(len(by["baseline"]["cores"]))  # the slice's cores
+    assert by["baseline"]["latency_ms_median"] < 3 * alone_ms, (by["baseline"]["latency_ms_median"], alone_ms)

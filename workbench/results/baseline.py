@@ -5,11 +5,9 @@
 - An ONNX model: onnxruntime (its CPU provider; the CUDA provider for a CUDA run where it is installed).
 - A sample model: its PyTorch twin (`sample_models.torch_twins`: the same layers at the same sizes), in eager.
 
-The launcher chooses it (`choose`) and records it in the plan; the timing process builds it (`build`) and times it
-interleaved with the two builds under the same slice. Where none can run, the plan says why. In that process the
-baseline's threads do not spin between operators (OpenMP's passive wait for PyTorch, no spinning for onnxruntime):
-spinning threads of one runtime steal the cores of the other, which made a small model's eager timings swing
-from 0.1 to 15 ms on two cores.
+The launcher chooses it (`choose`) and records it in the plan; the timing worker times it interleaved with the two
+builds under the same slice, in a process of its own (`baseline_process`: `build` runs there) with the library's
+threading defaults, as the user runs it. Where none can run, the plan says why.
 """
 from __future__ import annotations
 
@@ -94,7 +92,6 @@ def build(baseline: Baseline, x: Any, device_kind: str
 
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         providers = [_ort_provider(device_kind)]
         session = ort.InferenceSession(baseline.path, options, providers=providers)
         feed = {session.get_inputs()[0].name: x}

@@ -26,8 +26,8 @@ import numpy as np
 
 from workbench.noise import PAIRED_LEAST_ROUNDS, CpuWatch
 from workbench.procs import die_with_parent, import_tvm_before_torch
-from workbench.results import baseline
 from workbench.results.baseline import Baseline
+from workbench.results.baseline_process import BaselineError, BaselineProcess
 from workbench.servers.pool import request_session
 
 
@@ -147,7 +147,20 @@ def time_interleaved(timers: dict[str, Callable[[], float]], rounds: int) -> dic
     return out
 
 
-def run(job: dict) -> list[dict]:
+def run(job: dict, ahead: BaselineProcess | None = None) -> list[dict]:
+    """Time the job's libraries (and its baseline, in `ahead` or a process started here); one result each."""
+    wanted = Baseline.from_dict(job["baseline"]) if job.get("baseline") else None
+    process = ahead if wanted is not None and wanted.kind == "torch" else None
+    if ahead is not None and process is None:
+        ahead.close()
+    try:
+        return _run(job, wanted, process)
+    finally:
+        if process is not None:
+            process.close()
+
+
+def _run(job: dict, wanted: Baseline | None, process: BaselineProcess | None) -> list[dict]:
     import tvm
 
     remote = request_session(*job["rpc"]) if job.get("rpc") else None
@@ -174,7 +187,6 @@ def run(job: dict) -> list[dict]:
                 break
     out = []
     min_repeat_ms = job.get("min_repeat_ms", 50)
-    wanted = Baseline.from_dict(job["baseline"]) if job.get("baseline") else None
     interleave = bool(job.get("interleave")) and len(job["libs"]) + (wanted is not None) > 1
     timers: dict[str, Callable[[], float]] = {}
     slowest_ms = 0.0
@@ -211,7 +223,9 @@ def run(job: dict) -> list[dict]:
         out.append(result)
         print(json.dumps(result), flush=True)
     if wanted is not None and interleave:
-        row = _baseline_row(wanted, x.numpy(), job["device"], ref_out, over_rpc, info, kind, min_repeat_ms,
+        if process is None and not over_rpc:
+            process = BaselineProcess(torch=wanted.kind == "torch")
+        row = _baseline_row(wanted, x.numpy(), job["device"], ref_out, process, info, kind, min_repeat_ms,
                             job.get("tolerance"))
         out.append(row)
         if "error" not in row:
@@ -232,29 +246,26 @@ def run(job: dict) -> list[dict]:
     return out
 
 
-def _baseline_row(wanted: Baseline, x: np.ndarray, device: str, ref_out: np.ndarray | None, over_rpc: bool,
-                  info: dict, kind: str, min_repeat_ms: float, tolerance: str | None = None) -> dict:
-    """The baseline's result row, with its timer (`_timer`, `_one_ms`) where it runs; else an `error` saying why."""
+def _baseline_row(wanted: Baseline, x: np.ndarray, device: str, ref_out: np.ndarray | None,
+                  process: BaselineProcess | None, info: dict, kind: str, min_repeat_ms: float,
+                  tolerance: str | None = None) -> dict:
+    """The baseline's result row, with its timer (`_timer`, `_one_ms`) where it runs (in `process`, None over RPC);
+    else an `error` saying why."""
     row = {"name": "baseline", **info, "label": wanted.label, "input": kind}
-    if over_rpc:
+    if process is None:
         return {**row, "error": "not timed: the models were timed on a tracker's server, where the baseline does not "
                                 "run"}
     try:
-        outputs, call, wait = baseline.build(wanted, x, device)
-        y = outputs()  # the first call also warms it up
-        t0 = time.perf_counter()
-        call()
-        wait()
-        one_ms = (time.perf_counter() - t0) * 1e3
-    except Exception as err:  # noqa: BLE001 - a baseline that cannot run is reported, the run goes on
-        return {**row, "error": f"{type(err).__name__}: {str(err).strip().splitlines()[0][:300] if str(err) else ''}"}
+        y, one_ms, row["pid"] = process.build(wanted.to_dict(), x, device, min_repeat_ms)  # the process timing it
+    except BaselineError as err:  # a baseline that cannot run is reported, the run goes on
+        return {**row, "error": str(err)}
     row.update(output_range=output_range(y), finite=bool(np.isfinite(y).all()))
     if ref_out is not None and wanted.compare_outputs and y.shape == ref_out.shape:
         row.update(compare(y, ref_out, tolerance))
     elif not wanted.compare_outputs:
         row.update(match=None, match_note="a twin of the model (same layers and sizes, other weights): its outputs "
                                           "are not compared")
-    return {**row, "_timer": baseline.timer(call, min_repeat_ms, wait), "_one_ms": one_ms}
+    return {**row, "_timer": process.measure, "_one_ms": one_ms}
 
 
 def _summarise(result: dict, ms_list: list[float], repeats: int, busy: float | None, seconds: float,
@@ -269,25 +280,26 @@ def _summarise(result: dict, ms_list: list[float], repeats: int, busy: float | N
 JOB_POLL_S = 0.02  # a waiting worker's look for its job: far below a model's timing
 
 
-def _await_job(job_path: str, parent_pid: int, torch: bool) -> dict:
-    """A worker started ahead (`sweep.start_timer`): the imports first, then the job, once its caller writes it."""
+def _await_job(job_path: str, parent_pid: int, torch: bool) -> tuple[dict, BaselineProcess | None]:
+    """A worker started ahead (`sweep.start_timer`): the imports first (TVM here; torch in the baseline's process,
+    started now), then the job, once its caller writes it."""
     die_with_parent(parent_pid)
-    import_tvm_before_torch()
+    ahead = BaselineProcess(torch=True) if torch else None
+    import_tvm_before_torch()  # this process never imports torch; tvm_ffi would, where it can see it
     from tvm import relax  # noqa: F401 - what loading a model needs, imported while the stage tunes
 
-    if torch:
-        import torch as _torch  # noqa: F401 - the PyTorch baseline's library
     print(f"workbench.results.infer {os.getpid()} waiting for {job_path}", flush=True)
     while not os.path.exists(job_path):
         time.sleep(JOB_POLL_S)
     with open(job_path) as f:
-        return json.load(f)
+        return json.load(f), ahead
 
 
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
+    ahead = None
     if len(argv) in (3, 4) and argv[0] == "--wait":
-        job = _await_job(argv[1], int(argv[2]), argv[3:] == ["--torch"])
+        job, ahead = _await_job(argv[1], int(argv[2]), argv[3:] == ["--torch"])
     elif len(argv) == 1:
         with open(argv[0]) as f:
             job = json.load(f)
@@ -296,7 +308,7 @@ def main(argv: list[str] | None = None) -> None:
     else:
         sys.exit("usage: python -m workbench.results.infer JOB_JSON | --wait JOB_JSON PARENT_PID [--torch]")
     print(f"workbench.results.infer {os.getpid()} started for {job.get('parent_pid')}", flush=True)
-    results = run(job)
+    results = run(job, ahead)
     if job.get("out"):
         from workbench.runs.store import write_json
 

@@ -10,7 +10,7 @@ import pandas as pd
 
 from workbench.hardware import TargetSpec, detect
 from workbench.mps import start_daemons
-from workbench.procs import Interrupted, ManagedProcess, ProcessError, python_argv, tail, with_torch
+from workbench.procs import Interrupted, ManagedProcess, ProcessError, python_argv, tail
 from workbench.runs import store
 from workbench.runs.event_types import Error, MpsStatus, SweepFinished, SweepPoint, SweepStarted
 from workbench.runs.events import EventWriter
@@ -38,8 +38,9 @@ def min_repeat_ms(target_kind: str) -> int:
 
 @dataclass
 class WaitingTimer:
-    """A timing worker started ahead of its job (`start_timer`): it imports TVM (and torch, for a PyTorch baseline)
-    while the stage tunes, then waits for `job_path`. Those imports are most of a short stage's verifying phase."""
+    """A timing worker started ahead of its job (`start_timer`): it imports TVM (and starts the baseline's process,
+    which imports torch, for a PyTorch baseline) while the stage tunes, then waits for `job_path`. Those imports are
+    most of a short stage's verifying phase."""
 
     proc: ManagedProcess
     job_path: str
@@ -59,12 +60,10 @@ def _infer_folder(run_dir: str) -> str:
 
 
 def _worker(run_dir: str, percent: int, target: TargetSpec, host: SliceHost | None, env: dict[str, str],
-            tracker: tuple[str, int, str] | None, torch: bool, tag: str, argv: list[str]) -> tuple:
+            tracker: tuple[str, int, str] | None, tag: str, argv: list[str]) -> tuple:
     """A timing worker at slice `percent` (not started) and its slice binding."""
     host = host or SliceHost(target.kind, tuple(sorted(os.sched_getaffinity(0))))
     binding = apply_slice(host, percent) if tracker is None else on_server(percent, tracker)
-    if torch:  # its threads sleep between ops, as TVM's do: see baseline.py
-        env = {**with_torch(env), "OMP_WAIT_POLICY": env.get("OMP_WAIT_POLICY", "PASSIVE")}
     proc = ManagedProcess(f"infer-{percent}", python_argv("workbench.results.infer", *argv), {**env, **binding.env},
                           store.RunDir(run_dir).log(f"infer-{tag}"), cpu_affinity=binding.cores or None)
     return proc, binding
@@ -78,7 +77,7 @@ def start_timer(run_dir: str, percent: int, target: TargetSpec, host: SliceHost 
     if os.path.exists(job_path):
         os.remove(job_path)
     argv = ["--wait", job_path, str(os.getpid()), *(["--torch"] if torch else [])]
-    proc, binding = _worker(run_dir, percent, target, host, env, tracker, torch, f"{percent}-stage", argv)
+    proc, binding = _worker(run_dir, percent, target, host, env, tracker, f"{percent}-stage", argv)
     proc.start()
     return WaitingTimer(proc, job_path, percent, binding, torch)
 
@@ -119,7 +118,7 @@ def infer_at(run_dir: str, percent: int, libs: dict[str, str], model, target: Ta
         job_path = os.path.join(folder, f"job-{tag}.json")
         with open(job_path, "w") as f:
             json.dump(job, f)
-        proc, binding = _worker(run_dir, percent, target, host, env, tracker, torch, tag, [job_path])
+        proc, binding = _worker(run_dir, percent, target, host, env, tracker, tag, [job_path])
         proc.start()
     try:
         code = proc.wait_unless(timeout, should_stop)

@@ -1,0 +1,115 @@
+"""The baseline in a process of its own, as the user runs it, timed in turn with the builds of the timing worker.
+
+PyTorch (or onnxruntime) runs here with its own threading defaults, in a process where TVM is not loaded: what the
+user runs without the workbench. In the timing worker's own process it could not: two runtimes' threads in one
+process on a slice's few cores either steal each other's cores (a small model's eager timings swung by 100x) or, with
+OpenMP's passive wait to stop that, wake their threads for every operator, which made a small model's PyTorch several
+times slower than the user's and the tuned model look that much faster (docs/benchmarks.md). Here each side's
+threads idle while the other is timed.
+
+The worker starts this process (`BaselineProcess`), ahead of its job where it can, so that torch's import overlaps
+the tuning; `build` sends it the baseline and the input, `measure` asks for one measurement (`baseline.timer`, taken
+here, so the pipe's round trip is outside it). The process inherits the worker's slice (its cores, its MPS share)
+and dies with the worker.
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+import sys
+from typing import Any, BinaryIO
+
+from workbench.procs import die_with_parent, python_argv, with_torch
+
+
+class BaselineError(RuntimeError):
+    """The baseline could not be built or run; its message is the one line the results show."""
+
+
+class BaselineProcess:
+    """A process that builds and times the baseline on request (`build`, then `measure` per round; `close`)."""
+
+    def __init__(self, torch: bool) -> None:
+        argv = python_argv("workbench.results.baseline_process", str(os.getpid()), *(["--torch"] if torch else []))
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=with_torch(dict(
+            os.environ)))
+
+    def _ask(self, *message: Any) -> Any:
+        try:
+            pickle.dump(message, self.proc.stdin)
+            self.proc.stdin.flush()
+            status, value = pickle.load(self.proc.stdout)
+        except (EOFError, BrokenPipeError, pickle.UnpicklingError) as err:
+            raise BaselineError(f"the baseline's process ended (exit code {self.proc.poll()}): {err}") from err
+        if status == "error":
+            raise BaselineError(value)
+        return value
+
+    def build(self, wanted: dict[str, Any], x: Any, device_kind: str, min_repeat_ms: float
+              ) -> tuple[Any, float, int]:
+        """Build the baseline there and run it once: its outputs (one flat numpy array), that call's ms and the
+        process's pid."""
+        return self._ask("build", wanted, x, device_kind, min_repeat_ms)
+
+    def measure(self) -> float:
+        """One measurement of the baseline (ms a call), taken in its process."""
+        return self._ask("measure")
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                pickle.dump(("stop",), self.proc.stdin)
+                self.proc.stdin.close()
+                self.proc.wait(timeout=10)
+            except (BrokenPipeError, OSError, subprocess.TimeoutExpired):
+                self.proc.kill()
+                self.proc.wait()
+
+
+def _serve(requests: BinaryIO, replies: BinaryIO) -> None:
+    import time
+
+    from workbench.results import baseline
+
+    measure = None
+    while True:
+        try:
+            message = pickle.load(requests)
+        except EOFError:
+            return
+        if message[0] == "stop":
+            return
+        try:
+            if message[0] == "build":
+                _, wanted, x, device_kind, min_repeat_ms = message
+                outputs, call, wait = baseline.build(baseline.Baseline.from_dict(wanted), x, device_kind)
+                y = outputs()  # the first call also warms it up
+                t0 = time.perf_counter()
+                call()
+                wait()
+                one_ms = (time.perf_counter() - t0) * 1e3
+                measure = baseline.timer(call, min_repeat_ms, wait)
+                reply: tuple[str, Any] = ("ok", (y, one_ms, os.getpid()))
+            elif measure is None:
+                reply = ("error", "measure asked before build")
+            else:
+                reply = ("ok", measure())
+        except Exception as err:  # noqa: BLE001 - a baseline that cannot run is reported, the run goes on
+            text = str(err).strip().splitlines()[0][:300] if str(err).strip() else ""
+            reply = ("error", f"{type(err).__name__}: {text}")
+        pickle.dump(reply, replies)
+        replies.flush()
+
+
+def main() -> None:
+    die_with_parent(int(sys.argv[1]))
+    replies = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # a library's prints go to the log, not into the replies
+    if "--torch" in sys.argv[2:]:
+        import torch  # noqa: F401 - imported while the stage tunes, before the job comes
+    _serve(sys.stdin.buffer, replies)
+
+
+if __name__ == "__main__":
+    main()
