@@ -150,8 +150,11 @@ def time_interleaved(timers: dict[str, Callable[[], float]], rounds: int) -> dic
 def run(job: dict, ahead: BaselineProcess | None = None) -> list[dict]:
     """Time the job's libraries (and its baseline, in `ahead` or a process started here); one result each."""
     wanted = Baseline.from_dict(job["baseline"]) if job.get("baseline") else None
-    process = ahead if wanted is not None and wanted.kind == "torch" else None
-    if ahead is not None and process is None:
+    # timed beside the builds only where they run here (not on a tracker's server)
+    here = wanted is not None and bool(job.get("interleave")) and not job.get("rpc")
+    process = (ahead if ahead is not None and wanted.kind == "torch" else BaselineProcess(wanted.kind == "torch")
+               ) if here else None
+    if ahead is not None and ahead is not process:
         ahead.close()
     try:
         return _run(job, wanted, process)
@@ -223,8 +226,6 @@ def _run(job: dict, wanted: Baseline | None, process: BaselineProcess | None) ->
         out.append(result)
         print(json.dumps(result), flush=True)
     if wanted is not None and interleave:
-        if process is None and not over_rpc:
-            process = BaselineProcess(torch=wanted.kind == "torch")
         row = _baseline_row(wanted, x.numpy(), job["device"], ref_out, process, info, kind, min_repeat_ms,
                             job.get("tolerance"))
         out.append(row)
