@@ -2,7 +2,7 @@
 #   bash bench/device_detach.sh chain "bash bench/results/2026-12-07-gpu-resnet18-16-lean-few-vs-evolution/chain.sh"
 # resnet18:16 fp32, 3 minutes from pressing Tune (MINUTES=...: other), TVM's evolution (the default at fp32) against the opt-in
 # evolutionary-lean-few, paired seeds 0 and 1, lean-few first (it pays the fresh machine), in the order the device time may cut;
-# then the mlp at 128 rows with evolutionary-lean-few. Each run has its own home, so each is cold (no tuning memory).
+# then the mlp at 128 rows, the same pairs. Each run has its own home, so each is cold (no tuning memory).
 # ONLY="r16_evo_s0 r16_few_s1" runs the named ones alone.
 mkdir -p /tmp/dev/out
 run() {
@@ -21,3 +21,6 @@ run r16_evo_s0 --models resnet18:16 --strategy evolutionary --seed 0
 run r16_few_s1 --models resnet18:16 --strategy evolutionary-lean-few --seed 1
 run r16_evo_s1 --models resnet18:16 --strategy evolutionary --seed 1
 run m128_few_s0 --models mlp:128 --strategy evolutionary-lean-few --seed 0
+run m128_evo_s0 --models mlp:128 --strategy evolutionary --seed 0
+run m128_few_s1 --models mlp:128 --strategy evolutionary-lean-few --seed 1
+run m128_evo_s1 --models mlp:128 --strategy evolutionary --seed 1
