@@ -343,15 +343,19 @@ def test_a_raise_gives_every_shard_new_trials_by_cost_on_top_of_what_it_had():
     assert [set(s.tasks) for s in raised.shards] == [set(s.tasks) for s in shards]
 
 
-def test_auto_strategy_is_the_lean_evolution_only_at_fp16_on_a_gpu() -> None:
+def test_auto_strategy_is_a_lean_evolution_on_a_gpu_only() -> None:
     from workbench.options import strategy_for, strategy_note
 
     assert TuneSpec().strategy == "auto"
     assert strategy_for("auto", "cuda", "fp16") == "evolutionary-lean"
-    assert strategy_for("auto", "cuda", "fp32") == strategy_for("auto", "cpu", "fp16") == "evolutionary"
+    assert strategy_for("auto", "cuda", "fp32") == "evolutionary-lean-few"
+    assert strategy_for("auto", "llvm", "fp32") == strategy_for("auto", "llvm", "fp16") == "evolutionary"
     assert strategy_for("evolutionary", "cuda", "fp16") == "evolutionary"  # what the user set is what happens
-    assert "--strategy evolutionary" in strategy_note("auto", "cuda", "fp16")
-    assert strategy_note("auto", "cuda", "fp32") is None and strategy_note("evolutionary", "cuda", "fp16") is None
+    assert strategy_for("replay-trace", "llvm", "fp32") == "replay-trace"
+    for precision in ("fp16", "fp32"):
+        assert "--strategy evolutionary" in strategy_note("auto", "cuda", precision)
+    assert "16 valid random schedules" in strategy_note("auto", "cuda", "fp32")
+    assert strategy_note("auto", "llvm", "fp32") is None and strategy_note("evolutionary", "cuda", "fp16") is None
 
 
 def test_auto_engine_options_cut_straggling_builds_on_cuda_only() -> None:

@@ -17,11 +17,11 @@ COST_MODELS = {
     "random": "random scores: the search is not guided",
 }
 STRATEGIES = {
-    "auto": "evolutionary-lean at fp16 on a GPU, evolutionary otherwise",
+    "auto": "on a GPU evolutionary-lean-few at fp32 and evolutionary-lean at fp16, evolutionary on CPUs",
     "evolutionary": "TVM's evolutionary search",
     "evolutionary-lean": "that, with a quarter of its population and half its generations",
-    "evolutionary-lean-few": "the lean one, its initial population from 16 valid random schedules, not 50 (cheaper "
-                             "on CUDA; its models not measured yet)",
+    "evolutionary-lean-few": "the lean one, its initial population from 16 valid random schedules, not 50 (a GPU "
+                             "candidate is costly to check, so its first batches come sooner)",
     "evolutionary-neighbours": "TVM's evolutionary search; after a batch that did not improve a task's best, a "
                                "batch of the best schedule's neighbours (one decision one step away)",
     "replay-trace": "TVM's ReplayTrace: random draws of the design space",
@@ -29,22 +29,28 @@ STRATEGIES = {
 
 
 def strategy_for(strategy: str, target_kind: str, precision: str) -> str:
-    """The search strategy a run's clients use: `strategy` as given, or for "auto" the lean evolution at fp16 on a
-    GPU (a tensor-core candidate costs about a second of a core to lower and verify, so TVM's evolution gets few
-    batches, and the lean one found faster models in the same time: docs/benchmarks.md), TVM's evolution otherwise
-    (at fp32 on a GPU it kept slower models; on CPUs it split two models: docs/benchmarks.md)."""
-    if strategy != "auto":
-        return strategy
-    return "evolutionary-lean" if target_kind == "cuda" and precision == "fp16" else "evolutionary"
+    """The search strategy a run's clients use: `strategy` as given, or for "auto":
+
+    - on a GPU, a search that checks fewer candidates: each costs a core about a second to lower and verify, so TVM's
+      evolution gets few batches in the user's minutes. At fp16 the lean evolution (it found faster models in the
+      same time); at fp32 the lean one sampling its initial population until 16 schedules pass, not 50 (the lean
+      evolution alone still sampled as long and kept slower models; the few-samples one searched a batch 3-5x
+      sooner and kept the faster model in each pair measured). Figures: docs/benchmarks.md.
+    - on CPUs TVM's evolution (the lean one split two models: docs/benchmarks.md)."""
+    if strategy != "auto" or target_kind != "cuda":
+        return "evolutionary" if strategy == "auto" else strategy
+    return "evolutionary-lean" if precision == "fp16" else "evolutionary-lean-few"
 
 
 def strategy_note(strategy: str, target_kind: str, precision: str) -> str | None:
     """What the plan says where "auto" chose other than TVM's evolution."""
-    if strategy != "auto" or strategy_for(strategy, target_kind, precision) == "evolutionary":
+    chosen = strategy_for(strategy, target_kind, precision)
+    if strategy != "auto" or chosen == "evolutionary":
         return None
-    return ("fp16 on a GPU: each task is searched with the lean evolution (a quarter of TVM's population, half its "
-            "generations), since tensor-core candidates are costly to check and it finds faster models in the same "
-            "time; --strategy evolutionary asks for TVM's")
+    how = ("the lean evolution (a quarter of TVM's population, half its generations)" if precision == "fp16" else
+           "the lean evolution from 16 valid random schedules instead of 50")
+    return (f"{precision} on a GPU: each task is searched with {how}, since GPU candidates are costly to check and it "
+            "finds as fast models sooner; --strategy evolutionary asks for TVM's")
 
 
 PRECISIONS = {
