@@ -1,5 +1,5 @@
 # Run on the lent GPU machine, from the checkout:
-#   bash bench/device_detach.sh chain "bash bench/results/2026-12-07-gpu-resnet18-16-lean-few-vs-evolution/chain.sh"
+#   bash bench/device_detach.sh chain "bash bench/results/2026-12-07-h100-resnet18-16-lean-few-vs-evolution/chain.sh"
 # resnet18:16 fp32, 3 minutes from pressing Tune (MINUTES=...: other), TVM's evolution (the default at fp32) against the opt-in
 # evolutionary-lean-few, paired seeds 0 and 1, lean-few first (it pays the fresh machine), in the order the device time may cut;
 # then the mlp at 128 rows, the same pairs. Each run has its own home, so each is cold (no tuning memory).
