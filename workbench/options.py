@@ -35,10 +35,12 @@ def strategy_for(strategy: str, target_kind: str, precision: str) -> str:
       evolution gets few batches in the user's minutes. At fp16 the lean evolution (it found faster models in the
       same time); at fp32 the lean one sampling its initial population until 16 schedules pass, not 50 (the lean
       evolution alone still sampled as long and kept slower models; the few-samples one searched a batch 3-5x
-      sooner and kept the faster model in each pair measured). Figures: docs/benchmarks.md.
+      sooner and kept the faster model in both pairs measured). Figures: docs/benchmarks.md.
     - on CPUs TVM's evolution (the lean one split two models: docs/benchmarks.md)."""
-    if strategy != "auto" or target_kind != "cuda":
-        return "evolutionary" if strategy == "auto" else strategy
+    if strategy != "auto":
+        return strategy
+    if target_kind != "cuda":
+        return "evolutionary"
     return "evolutionary-lean" if precision == "fp16" else "evolutionary-lean-few"
 
 
