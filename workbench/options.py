@@ -16,8 +16,10 @@ COST_MODELS = {
     "xgb": "TVM's XGBoost model (scores at random until it holds 100 measurements)",
     "random": "random scores: the search is not guided",
 }
+# What "auto" searches with, by (target kind, precision); TVM's evolution elsewhere. Why: strategy_for.
+AUTO_STRATEGY = {("cuda", "fp32"): "evolutionary-lean-few", ("cuda", "fp16"): "evolutionary-lean"}
 STRATEGIES = {
-    "auto": "on a GPU evolutionary-lean-few at fp32 and evolutionary-lean at fp16, evolutionary on CPUs",
+    "auto": "on a GPU " + " and ".join(f"{s} at {p}" for (_, p), s in AUTO_STRATEGY.items()) + ", evolutionary on CPUs",
     "evolutionary": "TVM's evolutionary search",
     "evolutionary-lean": "that, with a quarter of its population and half its generations",
     "evolutionary-lean-few": "the lean one, its initial population from 16 valid random schedules, not 50 (a GPU "
@@ -39,9 +41,7 @@ def strategy_for(strategy: str, target_kind: str, precision: str) -> str:
     - on CPUs TVM's evolution (the lean one split two models: docs/benchmarks.md)."""
     if strategy != "auto":
         return strategy
-    if target_kind != "cuda":
-        return "evolutionary"
-    return "evolutionary-lean" if precision == "fp16" else "evolutionary-lean-few"
+    return AUTO_STRATEGY.get((target_kind, precision), "evolutionary")
 
 
 def strategy_note(strategy: str, target_kind: str, precision: str) -> str | None:
@@ -49,8 +49,8 @@ def strategy_note(strategy: str, target_kind: str, precision: str) -> str | None
     chosen = strategy_for(strategy, target_kind, precision)
     if strategy != "auto" or chosen == "evolutionary":
         return None
-    how = ("the lean evolution (a quarter of TVM's population, half its generations)" if precision == "fp16" else
-           "the lean evolution from 16 valid random schedules instead of 50")
+    how = {"evolutionary-lean": "the lean evolution (a quarter of TVM's population, half its generations)",
+           "evolutionary-lean-few": "the lean evolution from 16 valid random schedules instead of 50"}[chosen]
     return (f"{precision} on a GPU: each task is searched with {how}, since GPU candidates are costly to check and it "
             "finds as fast models sooner; --strategy evolutionary asks for TVM's")
 
