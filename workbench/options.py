@@ -33,7 +33,7 @@ STRATEGIES = {
 def strategy_for(strategy: str, target_kind: str, precision: str) -> str:
     """The search strategy a run's clients use: `strategy` as given, or for "auto":
 
-    - on a GPU, a search that checks fewer candidates: each costs a core about a second to lower and verify, so TVM's
+    - on a GPU, a search that checks fewer candidates: each costs a core up to a second to lower and verify, so TVM's
       evolution gets few batches in the user's minutes. At fp16 the lean evolution (it found faster models in the
       same time); at fp32 the lean one sampling its initial population until 16 schedules pass, not 50 (the lean
       evolution alone still sampled as long and kept slower models; the few-samples one searched a batch 3-5x
@@ -52,7 +52,7 @@ def strategy_note(strategy: str, target_kind: str, precision: str) -> str | None
     how = {"evolutionary-lean": "the lean evolution (a quarter of TVM's population, half its generations)",
            "evolutionary-lean-few": "the lean evolution from 16 valid random schedules instead of 50"}[chosen]
     return (f"{precision} on a GPU: each task is searched with {how}, since GPU candidates are costly to check and it "
-            "finds as fast models sooner; --strategy evolutionary asks for TVM's")
+            "finds as fast or faster models sooner; --strategy evolutionary asks for TVM's")
 
 
 PRECISIONS = {
