@@ -274,3 +274,37 @@ def test_the_baseline_runs_in_a_process_of_its_own_as_the_user_runs_it(tmp_path)
     assert by["baseline"]["pid"] != by["untuned"]["pid"]  # timed in a process of its own
     alone_ms = pytorch_alone_ms(len(by["baseline"]["cores"]))  # the slice's cores
     assert by["baseline"]["latency_ms_median"] < 3 * alone_ms, (by["baseline"]["latency_ms_median"], alone_ms)
+
+
+def test_the_baseline_process_is_stopped_while_the_builds_are_timed(tmp_path):
+    """onnxruntime's threads spin for tens of milliseconds after a run; a build timed in that window on a 2-core box
+    ran 5-14x slower. Between its measurements the baseline's process is stopped (state T) and burns no CPU; it
+    measures again when asked, and closing it ends it."""
+    import time
+
+    import numpy as np
+    from onnx_standin import INPUT_SHAPE, save
+
+    from workbench.results.baseline import Baseline
+    from workbench.results.baseline_process import BaselineProcess
+
+    pytest.importorskip("onnx")
+    wanted = Baseline(kind="onnxruntime", label="onnxruntime", path=str(save(tmp_path / "standin.onnx")))
+    x = np.random.default_rng(0).standard_normal(INPUT_SHAPE).astype(np.float32)
+    process = BaselineProcess(torch=False)
+    try:
+        _, _, pid = process.build(wanted.to_dict(), x, "cpu", 10)
+
+        def stat() -> tuple[str, int]:  # the process's state and its CPU ticks (user + system)
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            return fields[0], int(fields[11]) + int(fields[12])
+
+        for _ in range(3):
+            assert process.measure() > 0
+            state, ticks = stat()
+            time.sleep(0.3)
+            assert state == "T" and stat() == ("T", ticks)
+    finally:
+        process.close()
+    assert process.proc.poll() is not None and not os.path.exists(f"/proc/{pid}")

@@ -11,13 +11,21 @@ The worker starts this process (`BaselineProcess`), ahead of its job where it ca
 the tuning; `build` sends it the baseline and the input, `measure` asks for one measurement (`baseline.timer`, taken
 here, so the pipe's round trip is outside it). The process inherits the worker's slice (its cores, its MPS share)
 and dies with the worker.
+
+Between its measurements the process is stopped (SIGSTOP), so that nothing of it runs while a build is timed:
+onnxruntime's threads spin for tens of milliseconds after a run (an idle session burned 40-50 ms of CPU in the half
+second after one), and on a 2-core box the build timed right after the baseline in each round ran 5-14x slower in
+13 of 15 rounds while the one timed after it did not, which made its run keep the untuned build. Stopped, it is the
+user's library as they run it, only not running.
 """
 from __future__ import annotations
 
 import os
 import pickle
+import signal
 import subprocess
 import sys
+import time
 from typing import Any, BinaryIO
 
 from workbench.procs import die_with_parent, python_argv, with_torch
@@ -35,13 +43,33 @@ class BaselineProcess:
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=with_torch(dict(
             os.environ)))
 
+    def _signal(self, sig: signal.Signals) -> None:
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, sig)
+
+    def _stop(self) -> None:
+        """Stop the process and wait (at most a second) until it is stopped: a signal is delivered asynchronously."""
+        self._signal(signal.SIGSTOP)
+        stat = f"/proc/{self.proc.pid}/stat"
+        for _ in range(1000):
+            try:
+                with open(stat) as f:
+                    if f.read().rsplit(")", 1)[1].split()[0] in "TtZX":
+                        return
+            except (OSError, IndexError):
+                return  # gone, or no /proc (not Linux)
+            time.sleep(0.001)
+
     def _ask(self, *message: Any) -> Any:
+        self._signal(signal.SIGCONT)
         try:
             pickle.dump(message, self.proc.stdin)
             self.proc.stdin.flush()
             status, value = pickle.load(self.proc.stdout)
         except (EOFError, BrokenPipeError, pickle.UnpicklingError) as err:
             raise BaselineError(f"the baseline's process ended (exit code {self.proc.poll()}): {err}") from err
+        finally:
+            self._stop()  # its threads must not spin while the builds are timed
         if status == "error":
             raise BaselineError(value)
         return value
@@ -57,6 +85,7 @@ class BaselineProcess:
         return self._ask("measure")
 
     def close(self) -> None:
+        self._signal(signal.SIGCONT)
         if self.proc.poll() is None:
             try:
                 pickle.dump(("stop",), self.proc.stdin)
@@ -68,8 +97,6 @@ class BaselineProcess:
 
 
 def _serve(requests: BinaryIO, replies: BinaryIO) -> None:
-    import time
-
     from workbench.results import baseline
 
     measure = None
