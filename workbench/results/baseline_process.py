@@ -28,7 +28,11 @@ import sys
 import time
 from typing import Any, BinaryIO
 
+import psutil
+
 from workbench.procs import die_with_parent, python_argv, with_torch
+
+STOPPED = (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP, psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)
 
 
 class BaselineError(RuntimeError):
@@ -50,14 +54,13 @@ class BaselineProcess:
     def _stop(self) -> None:
         """Stop the process and wait (at most a second) until it is stopped: a signal is delivered asynchronously."""
         self._signal(signal.SIGSTOP)
-        stat = f"/proc/{self.proc.pid}/stat"
-        for _ in range(1000):
+        deadline = time.monotonic() + 1.0
+        while time.monotonic() < deadline:
             try:
-                with open(stat) as f:
-                    if f.read().rsplit(")", 1)[1].split()[0] in "TtZX":
-                        return
-            except (OSError, IndexError):
-                return  # gone, or no /proc (not Linux)
+                if psutil.Process(self.proc.pid).status() in STOPPED:
+                    return
+            except psutil.Error:
+                return  # gone
             time.sleep(0.001)
 
     def _ask(self, *message: Any) -> Any:
