@@ -294,7 +294,7 @@ def test_the_baseline_process_is_stopped_while_the_builds_are_timed(tmp_path):
     x = np.random.default_rng(0).standard_normal(INPUT_SHAPE).astype(np.float32)
     process = BaselineProcess(torch=False)
     try:
-        _, _, pid = process.build(wanted.to_dict(), x, "cpu", 10)
+        _, _, pid, _ = process.build(wanted.to_dict(), x, "cpu", 10)
 
         def stat() -> tuple[str, float]:  # the process's state and its CPU time (user + system)
             proc = psutil.Process(pid)
@@ -308,3 +308,30 @@ def test_the_baseline_process_is_stopped_while_the_builds_are_timed(tmp_path):
     finally:
         process.close()
     assert process.proc.poll() is not None and not os.path.exists(f"/proc/{pid}")
+
+
+def test_an_fp16_baseline_runs_pytorchs_faster_fp16_way_and_says_which():
+    """At fp16 PyTorch has two ways, autocast (held across the calls, so its cache of float16 weights lasts) and
+    `.half()`; neither wins on every model. The baseline's process times both where it runs and keeps the faster, so
+    that the tuned model is not compared with the slower one; its words say which runs and how much slower the other
+    was."""
+    import re
+
+    import numpy as np
+
+    import sample_models
+    from workbench.results.baseline import FP16_WAYS, Baseline
+    from workbench.results.baseline_process import BaselineProcess
+
+    pytest.importorskip("torch")
+    x = np.random.default_rng(0).standard_normal(sample_models.get("mlp").INPUT_SHAPES["small"]).astype(np.float32)
+    wanted = Baseline("torch", f"PyTorch eager fp16 ({FP16_WAYS})", twin="mlp", variant="small",
+                      compare_outputs=False, autocast=True)
+    process = BaselineProcess(torch=True)
+    try:
+        y, _, _, how = process.build(wanted.to_dict(), x, "cpu", 10)
+        assert process.measure() > 0 and np.isfinite(y).all()
+    finally:
+        process.close()
+    found = re.fullmatch(r"(autocast|\.half\(\)); (autocast|\.half\(\)) (\d+\.\d\d)x slower here", how)
+    assert found and found[1] != found[2] and float(found[3]) >= 1.0, how

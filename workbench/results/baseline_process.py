@@ -78,9 +78,9 @@ class BaselineProcess:
         return value
 
     def build(self, wanted: dict[str, Any], x: Any, device_kind: str, min_repeat_ms: float
-              ) -> tuple[Any, float, int]:
-        """Build the baseline there and run it once: its outputs (one flat numpy array), that call's ms and the
-        process's pid."""
+              ) -> tuple[Any, float, int, str]:
+        """Build the baseline there and run it once: its outputs (one flat numpy array), that call's ms, the
+        process's pid and, where PyTorch had a choice, what runs (`baseline.fp16_way`), else ''."""
         return self._ask("build", wanted, x, device_kind, min_repeat_ms)
 
     def measure(self) -> float:
@@ -113,14 +113,15 @@ def _serve(requests: BinaryIO, replies: BinaryIO) -> None:
         try:
             if message[0] == "build":
                 _, wanted, x, device_kind, min_repeat_ms = message
-                outputs, call, wait = baseline.build(baseline.Baseline.from_dict(wanted), x, device_kind)
+                outputs, call, wait, how = baseline.build(baseline.Baseline.from_dict(wanted), x, device_kind,
+                                                          min_repeat_ms)
                 y = outputs()  # the first call also warms it up
                 t0 = time.perf_counter()
                 call()
                 wait()
                 one_ms = (time.perf_counter() - t0) * 1e3
                 measure = baseline.timer(call, min_repeat_ms, wait)
-                reply: tuple[str, Any] = ("ok", (y, one_ms, os.getpid()))
+                reply: tuple[str, Any] = ("ok", (y, one_ms, os.getpid(), how))
             elif measure is None:
                 reply = ("error", "measure asked before build")
             else:

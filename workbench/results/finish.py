@@ -79,7 +79,7 @@ def versus_baseline(model: dict, timed: dict | None, baseline: dict | None) -> d
         why = (timed or {}).get("error", "it was not timed")
         return {"baseline": baseline["label"], "baseline_ms": None, "baseline_note": why}
     said = paired_verdict(model["latency_ms"], timed["latency_ms"]).verdict if model.get("interleaved") else None
-    return {"baseline": baseline["label"], "baseline_ms": timed["latency_ms_median"],
+    return {"baseline": timed.get("label", baseline["label"]), "baseline_ms": timed["latency_ms_median"],
             "baseline_iqr_ms": timed["latency_ms_iqr"], "vs_baseline": timed["latency_ms_median"] /
             model["latency_ms_median"], "vs_baseline_verdict": said or "within noise",
             "baseline_match": timed.get("match"), "baseline_note": timed.get("match_note", "")}

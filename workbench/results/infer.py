@@ -26,7 +26,7 @@ import numpy as np
 
 from workbench.noise import PAIRED_LEAST_ROUNDS, CpuWatch
 from workbench.procs import die_with_parent, import_tvm_before_torch
-from workbench.results.baseline import Baseline
+from workbench.results.baseline import FP16_WAYS, Baseline
 from workbench.results.baseline_process import BaselineError, BaselineProcess
 from workbench.servers.pool import request_session
 
@@ -257,7 +257,9 @@ def _baseline_row(wanted: Baseline, x: np.ndarray, device: str, ref_out: np.ndar
         return {**row, "error": "not timed: the models were timed on a tracker's server, where the baseline does not "
                                 "run"}
     try:
-        y, one_ms, row["pid"] = process.build(wanted.to_dict(), x, device, min_repeat_ms)  # the process timing it
+        y, one_ms, row["pid"], how = process.build(wanted.to_dict(), x, device, min_repeat_ms)  # the process timing it
+        if how:  # the plan said "the faster of ...": now which
+            row["label"] = wanted.label.replace(FP16_WAYS, how)
     except BaselineError as err:  # a baseline that cannot run is reported, the run goes on
         return {**row, "error": str(err)}
     row.update(output_range=output_range(y), finite=bool(np.isfinite(y).all()))
