@@ -143,9 +143,9 @@ def fp16_way(make: Callable[[], Any], x: Any, device: str, wait: Callable[[], No
     and words saying which way and the other's time. The ways: autocast to float16 held across the calls (one
     `with torch.autocast(...)` around their loop, so its cache of float16 weights lasts; entered a call at a time,
     it casts every weight again on every call, which made PyTorch look slower than users run it) and `.half()`
-    (weights and input in float16; its batch norms and softmaxes run in float16 too, where autocast keeps them in
-    float32). Neither wins on every model (docs/benchmarks.md has the figures). Autocast stays entered for the
-    process's life where it wins."""
+    (weights and input in float16: every operator runs in float16, where autocast keeps some, softmax and layer norm
+    among them, in float32). Neither wins on every model (docs/benchmarks.md has the figures). Autocast stays
+    entered for the process's life where it wins."""
     import torch
 
     def autocast() -> Any:
