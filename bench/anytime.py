@@ -9,9 +9,11 @@ budget and `Run.finish()` at stock's wall after its own `run_started`. For each 
 would have built from the records committed by evenly spaced batch times (merged, floored, compiled) is
 timed beside the untuned build on the whole device. Per seed: equal_time_latency_ratio (workbench at
 stock's wall / stock's final), time_to_stock_latency_ratio (first checkpoint within 3 % of stock's final /
-stock's time to its own final; 1.0 when never reached), best_ms_at_300s (null for a run under 300 s); then
-medians over the file's seeds, best_config by median equal-time ratio. `--part` runs stock, the workbench
-or the warm runs alone (`--merge`: against the file's stock of the seed). If stock skips a task or fails,
+stock's time to its own final; 1.0 when never reached), time_to_stock_latency_held_ratio (the same from the first
+checkpoint after which every one is within 3 %: with many checkpoints on a noisy host, one lucky timing can pass
+first; `--checkpoints` above the run's batches takes one after every batch), best_ms_at_300s (null for a run
+under 300 s); then medians over the file's seeds, best_config by median equal-time ratio. `--part` runs stock, the
+workbench or the warm runs alone (`--merge`: against the file's stock of the seed). If stock skips a task or fails,
 the workbench is compared with the untuned build and PyTorch only. torch_eager_fp32_ms: the same layers in
 PyTorch eager fp32 (TF32 off), random weights, CUDA events, median of 200 after warm-up (GPU only).
 """
@@ -33,7 +35,7 @@ import workbench as wb
 from bench import anytime_warm as warm
 from bench.anytime_torch import torch_eager
 from bench.first_batch import first_tuned_batch_after_server, first_tuned_batch_steps
-from bench.tuning_throughput import TOLERANCE, checkpoint_dbs, parse_config, time_to, warm_intrinsics
+from bench.tuning_throughput import TOLERANCE, checkpoint_dbs, parse_config, time_held, time_to, warm_intrinsics
 from workbench.hardware import TargetSpec, resolve_target
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -202,6 +204,10 @@ def score_seed(raw: dict) -> None:
             r["time_to_stock_latency_s"], r["reached_stock_latency"] = t, t is not None
             r["time_to_stock_latency_ratio"] = (None if short else 1.0) if t is None else round(
                 t / stock["time_to_final_s"], 4)
+            held = time_held(r.get("checkpoints"), stock["final_ms"])
+            r["time_to_stock_latency_held_s"] = held
+            r["time_to_stock_latency_held_ratio"] = (None if short else 1.0) if held is None else round(
+                held / stock["time_to_final_s"], 4)
 
 
     warm.score(raw, stock if stock and not stock_problem(stock) else None, time_to)
@@ -225,7 +231,7 @@ def summarize(entry: dict) -> None:
     for n in names:
         rows = [r["configs"][n] for r in raws.values() if n in r["configs"]]
         keys = ("equal_time_latency_ratio", "equal_time_latency_ratio_upper_bound", "time_to_stock_latency_ratio",
-                "best_ms_at_300s", "latest_ms", "untuned_speedup")
+                "time_to_stock_latency_held_ratio", "best_ms_at_300s", "latest_ms", "untuned_speedup")
         per[n] = {"seeds": len(rows), **{k: med([r.get(k) for r in rows]) for k in keys},
                   "reached_stock_latency": sum(bool(r.get("reached_stock_latency")) for r in rows)}
     rank = "latest_ms" if problems else "equal_time_latency_ratio"
@@ -256,7 +262,7 @@ def summarize(entry: dict) -> None:
                   "stock_problem": problems[0] if problems else None, "per_config": per, "notes": notes,
                   **{k: per[best][k] if best else None for k in (
                       "equal_time_latency_ratio", "equal_time_latency_ratio_upper_bound", "time_to_stock_latency_ratio",
-                      "best_ms_at_300s")}})
+                      "time_to_stock_latency_held_ratio", "best_ms_at_300s")}})
     best_rows = [r["configs"][best] for r in raws.values() if best in r["configs"]] if best else []
     warm_names = [n for r in raws.values() for n in r.get("warm_configs", {})]
     warm_name = best if best in warm_names else next(iter(warm_names), None)  # warm runs may lack the cold runs' best
@@ -268,6 +274,7 @@ def summarize(entry: dict) -> None:
         entry["warm_first_better_than_untuned"] = sum(bool(r.get("warm_first_better_than_untuned")) for r in warm_rows)
     if problems:  # no stock reference: the workbench against the untuned build and PyTorch
         entry["equal_time_latency_ratio"] = entry["time_to_stock_latency_ratio"] = None
+        entry["time_to_stock_latency_held_ratio"] = None
         entry["workbench_latest_ms"] = per[best]["latest_ms"] if best else None
         entry["untuned_speedup"] = per[best]["untuned_speedup"] if best else None
 

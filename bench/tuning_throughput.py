@@ -303,6 +303,18 @@ def time_to(checkpoints: list[dict] | None, latency: float) -> float | None:
     return None
 
 
+def time_held(checkpoints: list[dict] | None, latency: float) -> float | None:
+    """The first checkpoint from which every later one is within TOLERANCE of `latency` (`time_to` takes the first
+    that is: with a checkpoint after every batch on a noisy host, one lucky timing can pass before the model holds)."""
+    held = None
+    for cp in checkpoints or []:
+        if cp["latency_ms"] is not None and cp["latency_ms"] <= latency * TOLERANCE:
+            held = cp["t_s"] if held is None else held
+        else:
+            held = None
+    return held
+
+
 def compare(rows: list[dict]) -> dict:
     """Ratios of each workbench config over stock, and the best config by trials per second."""
     stock = next((r for r in rows if r["name"] == "stock" and r.get("status") in ("done", "partial")), None)
