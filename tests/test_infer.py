@@ -335,3 +335,17 @@ def test_an_fp16_baseline_runs_pytorchs_faster_fp16_way_and_says_which():
         process.close()
     found = re.fullmatch(r"(autocast|\.half\(\)); (autocast|\.half\(\)) (\d+\.\d\d)x slower here", how)
     assert found and found[1] != found[2] and float(found[3]) >= 1.0, how
+    # the row's label names the way (a plan written before the choice said "autocast"), its note the other's time
+    from workbench.results.infer import _baseline_row
+
+    for said in (FP16_WAYS, "autocast"):
+        old_plan = Baseline("torch", f"PyTorch eager fp16 ({said}) (a PyTorch twin of mlp)", twin="mlp",
+                            variant="small", compare_outputs=False, autocast=True)
+        process = BaselineProcess(torch=True)
+        try:
+            row = _baseline_row(old_plan, x, "cpu", None, process, {}, "normal", 10)
+        finally:
+            process.close()
+        label = row["label"]
+        assert re.fullmatch(r"PyTorch eager fp16 \((autocast|\.half\(\))\) \(a PyTorch twin of mlp\)", label), row
+        assert row["way_note"].endswith("slower here"), row

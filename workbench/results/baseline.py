@@ -154,14 +154,18 @@ def fp16_way(make: Callable[[], Any], x: Any, device: str, wait: Callable[[], No
     ways: dict[str, tuple[Any, Any]] = {"autocast": (make(), x)}
     failed = ""
     try:
-        half, xh = make().half(), x.half()
-        half(xh)
-        ways[".half()"] = (half, xh)
+        half = make().half()
+        xh = x.half() if x.is_floating_point() else x  # token ids stay integers
+        if _finite(half(xh)):
+            ways[".half()"] = (half, xh)
+        else:  # float16's range overflowed somewhere: not a model a user would run
+            failed = ".half() gave non-finite outputs here"
+        del half
     except Exception as err:  # noqa: BLE001 - an op without a float16 kernel on this device: autocast it is
         failed = f".half() failed here ({type(err).__name__})"
     best: dict[str, float] = {}
-    for _ in range(FP16_ROUNDS):
-        for name, (module, inp) in ways.items():
+    for i in range(FP16_ROUNDS):
+        for name, (module, inp) in (list(ways.items()) if i % 2 == 0 else reversed(ways.items())):  # in turn
             held = autocast() if name == "autocast" else nullcontext()
             with held:
                 module(inp)  # autocast's first call fills its cache
@@ -170,11 +174,20 @@ def fp16_way(make: Callable[[], Any], x: Any, device: str, wait: Callable[[], No
     chosen = min(best, key=best.__getitem__)
     other = next((n for n in best if n != chosen), None)
     module, inp = ways.pop(chosen)
-    del ways
+    ways.clear()  # the other way's weights go
+    if device == "cuda":
+        torch.cuda.empty_cache()
     if chosen == "autocast":
         autocast().__enter__()  # held for the process's life: this process only runs the baseline
     words = failed or (f"{other} {best[other] / best[chosen]:.2f}x slower here" if other else "")
     return module, inp, f"{chosen}; {words}" if words else chosen
+
+
+def _finite(out: Any) -> bool:
+    import torch
+
+    outs = out if isinstance(out, (tuple, list)) else (out,)
+    return all(bool(torch.isfinite(o).all()) for o in outs if torch.is_tensor(o) and o.is_floating_point())
 
 
 def _no_wait() -> None:

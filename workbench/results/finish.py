@@ -71,8 +71,9 @@ def stage_verdict(tuned: dict, untuned: dict, uses_tuned_records: bool) -> tuple
 def versus_baseline(model: dict, timed: dict | None, baseline: dict | None) -> dict:
     """The stage's model (the build it kept) against the baseline: `baseline` (its label), `baseline_ms` and
     `baseline_iqr_ms`, `vs_baseline` (the baseline's time over the model's: above 1, the model is faster) and
-    `vs_baseline_verdict` by the paired test ('faster', 'slower', 'within noise'); or `baseline_note` saying why
-    there is none."""
+    `vs_baseline_verdict` by the paired test ('faster', 'slower', 'within noise'), and `baseline_note` (what to know
+    of it: a twin's outputs are not compared; at fp16, the other way's time); or `baseline_note` saying why there is
+    none."""
     if not baseline:
         return {"baseline": None, "baseline_note": "no baseline chosen for this model (the plan says why)"}
     if timed is None or "error" in timed or "latency_ms" not in timed:
@@ -82,7 +83,8 @@ def versus_baseline(model: dict, timed: dict | None, baseline: dict | None) -> d
     return {"baseline": timed.get("label", baseline["label"]), "baseline_ms": timed["latency_ms_median"],
             "baseline_iqr_ms": timed["latency_ms_iqr"], "vs_baseline": timed["latency_ms_median"] /
             model["latency_ms_median"], "vs_baseline_verdict": said or "within noise",
-            "baseline_match": timed.get("match"), "baseline_note": timed.get("match_note", "")}
+            "baseline_match": timed.get("match"),
+            "baseline_note": "; ".join(n for n in (timed.get("match_note"), timed.get("way_note")) if n)}
 
 
 def finish_stage(run_dir: str, spec: TuneSpec, target: TargetSpec, tuned_at: int, shards: list[Shard],

@@ -258,8 +258,10 @@ def _baseline_row(wanted: Baseline, x: np.ndarray, device: str, ref_out: np.ndar
                                 "run"}
     try:
         y, one_ms, row["pid"], how = process.build(wanted.to_dict(), x, device, min_repeat_ms)  # the process timing it
-        if how:  # the plan said "the faster of ...": now which
-            row["label"] = wanted.label.replace(FP16_WAYS, how)
+        if how:  # the plan said "the faster of ..." (an older plan: "autocast"): now which, the other's time aside
+            way, _, row["way_note"] = how.partition("; ")
+            for said in (FP16_WAYS, "autocast"):
+                row["label"] = row["label"].replace(f"fp16 ({said})", f"fp16 ({way})", 1)
     except BaselineError as err:  # a baseline that cannot run is reported, the run goes on
         return {**row, "error": str(err)}
     row.update(output_range=output_range(y), finite=bool(np.isfinite(y).all()))
