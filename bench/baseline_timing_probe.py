@@ -22,34 +22,25 @@ import time
 from typing import Any
 
 
-def _shape(model: str) -> tuple[str, tuple[int, ...]]:
-    import sample_models
-
-    key, _, rows = model.partition(":")
-    shape = list(sample_models.get(key).INPUT_SHAPES["full"])
-    if rows:
-        shape[0] = int(rows)
-    return key, tuple(shape)
-
-
 def probe(model: str, rounds: int, min_repeat_ms: float) -> dict[str, Any]:
     import numpy as np
     import torch
 
+    from bench.h200_vs_pytorch import model_input
     from bench.vs_pytorch import cuda_median_ms
     from sample_models.torch_twins import twin
     from workbench.results import baseline
     from workbench.results.baseline_process import BaselineProcess
 
-    key, shape = _shape(model)
-    wanted = baseline.Baseline("torch", f"PyTorch eager fp16 ({baseline.FP16_WAYS})", twin=key, compare_outputs=False,
-                               autocast=True)
+    key, variant, shape = model_input(model)
+    wanted = baseline.Baseline("torch", f"PyTorch eager fp16 ({baseline.FP16_WAYS})", twin=key, variant=variant,
+                               compare_outputs=False, autocast=True)
     x = np.random.default_rng(0).standard_normal(shape).astype("float32")
     process = BaselineProcess(torch=True)
     _, _, _, how = process.build(wanted.to_dict(), x, "cuda", min_repeat_ms)
 
     torch.set_grad_enabled(False)
-    module, half = twin(key, "full").cuda(), twin(key, "full").cuda().half()
+    module, half = twin(key, variant).cuda(), twin(key, variant).cuda().half()
     t, th = torch.from_numpy(x).cuda(), torch.from_numpy(x).cuda().half()
 
     def each_call() -> None:
