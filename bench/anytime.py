@@ -1,7 +1,7 @@
 """Time to quality: stock MetaSchedule with its budget, then each workbench config for stock's wall time.
 
     python -m bench.anytime --model mlp --target cuda --stock-trials 64 --configs 1x1@100+batch \
-        --seeds 0,1,2 --seed-index-only 0 --checkpoints 6 --out bench/results/h200_anytime.json --merge
+        --seeds 0,1,2 --seed-index-only 0 --out bench/results/h200_anytime.json --merge
 
 Per seed, stock (tuning_throughput's `stock`: LocalBuilder + LocalRunner) runs its budget; its wall is run
 start (`run_started`) to its last measured batch. Each workbench config then gets `--budget-factor` x that
@@ -11,7 +11,8 @@ timed beside the untuned build on the whole device. Per seed: equal_time_latency
 stock's wall / stock's final), time_to_stock_latency_ratio (first checkpoint within 3 % of stock's final /
 stock's time to its own final; 1.0 when never reached), time_to_stock_latency_held_ratio (the same from the first
 checkpoint after which every one is within 3 %: with many checkpoints on a noisy host, one lucky timing can pass
-first; `--checkpoints` above the run's batches takes one after every batch), best_ms_at_300s (null for a run
+first; `--checkpoints 0`, the default, takes one after every batch: with fewer, a ratio measures where the
+checkpoints fell as much as the search), best_ms_at_300s (null for a run
 under 300 s); then medians over the file's seeds, best_config by median equal-time ratio. `--part` runs stock, the
 workbench or the warm runs alone (`--merge`: against the file's stock of the seed). If stock skips a task or fails,
 the workbench is compared with the untuned build and PyTorch only. torch_eager_fp32_ms: the same layers in
@@ -68,9 +69,9 @@ def _compile_checkpoint(job: dict) -> str:
 
 
 def checkpoint_series(run: wb.Run, stop_s: float | None, n: int, work: str) -> dict:
-    """The floored model at n evenly spaced batch times up to `stop_s` after run start (all: None), and, for a run
-    whose shards started from the tuning memory, when they started (its model before any trial), timed with the
-    untuned build in one inference process on the whole device."""
+    """The floored model at n evenly spaced batch times (n <= 0: after every batch) up to `stop_s` after run start
+    (all: None), and, for a run whose shards started from the tuning memory, when they started (its model before any
+    trial), timed with the untuned build in one inference process on the whole device."""
     from workbench.models.load import load_model
     from workbench.results.compile import compile_with_database
     from workbench.results.finish import measured_defaults
@@ -82,7 +83,8 @@ def checkpoint_series(run: wb.Run, stop_s: float | None, n: int, work: str) -> d
     batches = [e for e in events if e["kind"] == "batch" and e["tuned_at"] == stage
                and (stop_s is None or e["t"] - t0 <= stop_s)]
     times_all = sorted({e["t"] for e in batches})
-    picks = sorted({round((len(times_all) - 1) * (i + 1) / n) for i in range(n)}) if times_all else []
+    picks = list(range(len(times_all))) if n <= 0 or n >= len(times_all) else \
+        sorted({round((len(times_all) - 1) * (i + 1) / n) for i in range(n)})
     times = [times_all[i] + 0.01 for i in picks]
     first_start: dict[int, float] = {}  # each shard's first start (a resumed shard starts again)
     for e in events:
@@ -307,7 +309,8 @@ def main() -> None:
             ("--seeds", str, "0,1,2", None), ("--seed-index-only", int, None, "run only the N-th of --seeds"),
             ("--wall-s", float, 300.0, "workbench time when there is no stock wall"),
             ("--stop-s", float, None, "stop the workbench by this time even before stock's wall (short device time)"),
-            ("--checkpoints", int, 6, None),
+            ("--checkpoints", int, 0, "models timed per run (0: one after every batch, the time-to ratios' "
+             "resolution; fewer save device time)"),
             ("--cost-model", str, "xgb", None), ("--measure-timeout", int, 60, None),
             ("--run-timeout", float, 3000.0, None), ("--home", str, None, "workbench home (default: a temp folder)"),
             ("--attach", str, None, "measure this finished run (under --home) instead of starting one"),

@@ -13,9 +13,11 @@ that a costly task's second batch comes before a cheap task's first, as the plan
 as 1 / k with a task's k-th batch, close to the plan's LATER_BATCH_WORTH, and a batch that does not beat the default
 counts as one that did not improve (the model keeps the default there). Each task is held to what the user's
 `trials_per_task` leaves it (TVM's cap counts this session's trials only). A task whose best has
-not improved for `PATIENCE` batches in a row gives its turn to the shard's other tasks while any of them still
-improves (the budget stays the shard's: when all have stalled, the gradient rule picks among all). The search
-inside a task is TVM's own.
+not improved for `PATIENCE` batches in a row sits out while the shard sends `PATIENCE` batches to its other tasks,
+then competes again; each further batch of it that does not improve doubles its next rest, one that improves ends
+them. A stall is not an end: a costly task's search can stall for a few batches and then find a faster kernel, and a
+rest without end handed all that time to tasks that gained a few percent (the budget stays the shard's: when every
+task rests, the gradient rule picks among all). The search inside a task is TVM's own.
 """
 from __future__ import annotations
 
@@ -27,7 +29,7 @@ from tvm.s_tir.meta_schedule.task_scheduler import PyTaskScheduler
 
 from workbench.units import mean_seconds
 
-PATIENCE = 3  # batches without a better best after which a task yields to tasks that still improve
+PATIENCE = 3  # batches without a better best after which a task rests; its first rest: this many of the others' batches
 IMPROVED = 1e-3  # a best counts as better when it beats the last by more than this fraction (timing jitter)
 
 
@@ -59,14 +61,15 @@ def gradient(history: list[float], weight: float, alpha: float, window: int) -> 
     return (alpha * g1 + (1 - alpha) * g2) * weight
 
 
-def pick(live: list[int], history: list[list[float]], stale: list[int], weights: list[float], alpha: float,
-         window: int, rng: random.Random, patience: int = PATIENCE) -> int:
-    """The next task among `live` (indices): the first without a batch yet, in order; else, among the tasks that have
-    improved within their last `patience` batches (all live tasks when none has), the top gradient (ties: `rng`)."""
+def pick(live: list[int], history: list[list[float]], resting: list[int], weights: list[float], alpha: float,
+         window: int, rng: random.Random) -> int:
+    """The next task among `live` (indices): the first without a batch yet, in order; else, among the tasks that are
+    not resting (`resting`: the others' batches each still has to wait; all live tasks when every one rests), the top
+    gradient (ties: `rng`)."""
     fresh = [i for i in live if not history[i]]
     if fresh:
         return fresh[0]
-    moving = [i for i in live if stale[i] < patience] or live
+    moving = [i for i in live if resting[i] <= 0] or live
     grads = {i: gradient(history[i], weights[i], alpha, window) for i in moving}
     top = max(grads.values())
     return rng.choice([i for i, g in grads.items() if g == top])
@@ -75,6 +78,41 @@ def pick(live: list[int], history: list[list[float]], stale: list[int], weights:
 def stalled(previous: float, now: float) -> bool:
     """Whether a batch left a task's best where it was (`now` no better than `previous` by IMPROVED)."""
     return not now < previous * (1 - IMPROVED)
+
+
+def rest_after(stale: int, patience: int = PATIENCE) -> int:
+    """The other tasks' batches a task sits out after its `stale`-th batch in a row without a better best: none
+    before `patience`, then `patience`, doubled by each further stalled batch (a task with no room left costs the
+    shard ever fewer batches; one that stalled for a while still gets its turns back)."""
+    return 0 if stale < patience else patience * 2 ** (stale - patience)
+
+
+class Turns:
+    """Whose batch is next, without TVM: each task's best after each of its batches, its stalls and its rests. The
+    scheduler feeds it; a test can drive it with made-up bests."""
+
+    def __init__(self, starts: list[list[float]], weights: list[float], alpha: float = 0.2, window: int = 3,
+                 rng: random.Random | None = None) -> None:
+        """`starts`: per task, its history's start ([] or [its prior best, s])."""
+        self.history = [list(h) for h in starts]  # per task: its best latency (s) after each joined batch
+        self.weights, self.alpha, self.window = weights, alpha, window
+        self.rng = rng or random.Random(0)
+        self.stale = [0] * len(starts)  # per task: its batches in a row that left its best where it was
+        self.resting = [0] * len(starts)  # per task: the other tasks' batches it still sits out (`rest_after`)
+
+    def pick(self, live: list[int]) -> int:
+        """The next task among `live` (`pick`); the others' rests count it."""
+        task = pick(live, self.history, self.resting, self.weights, self.alpha, self.window, self.rng)
+        self.resting = [r if i == task else r - 1 for i, r in enumerate(self.resting)]
+        return task
+
+    def joined(self, task: int, best_s: float) -> None:
+        """A batch of `task` came back, its fastest run `best_s` (inf: none ran)."""
+        previous = self.history[task][-1] if self.history[task] else math.inf
+        now = min(previous, best_s)
+        self.stale[task] = self.stale[task] + 1 if stalled(previous, now) else 0
+        self.resting[task] = rest_after(self.stale[task])
+        self.history[task].append(now)
 
 
 @derived_object
@@ -94,30 +132,23 @@ class StreamingScheduler(PyTaskScheduler):
         self.alpha = alpha
         self.window = window_size
         self.rng = random.Random(None if seed < 0 else seed)
-        self.history: list[list[float]] = []  # per task: its best latency after each joined batch
-        self.stale: list[int] = []  # per task: its batches in a row that left its best where it was
+        self.turns: Turns | None = None
         self.sent: int | None = None  # the task whose batch is out (sent to the runner, not joined)
 
     def next_task_id(self) -> int:
         tasks = self._outer().tasks_
-        if not self.history:
-            self.history = [[self.prior[t.ctx.task_name]] if t.ctx.task_name in self.prior else [] for t in tasks]
+        if self.turns is None:
+            self.turns = Turns([[self.prior[t.ctx.task_name]] if t.ctx.task_name in self.prior else [] for t in tasks],
+                               [float(t.task_weight) for t in tasks], self.alpha, self.window, self.rng)
             self.left = [math.inf if self.cap is None else self.cap - self.done.get(t.ctx.task_name, 0) for t in tasks]
-            self.stale = [0] * len(tasks)
         if self.sent is not None:
             task, self.sent = self.sent, None
             if tasks[task].runner_futures is not None:  # None: its search ended and it was terminated
-                self._joined(task, self.join_running_task(task))
+                results = self.join_running_task(task)
+                self.turns.joined(task, batch_best(results))
+                self.left[task] -= len(results)
         live = [i for i, t in enumerate(tasks) if not t.is_terminated and self.left[i] > 0]
         if not live:
             return -1
-        self.sent = pick(live, self.history, self.stale, [float(t.task_weight) for t in tasks], self.alpha,
-                         self.window, self.rng)
+        self.sent = self.turns.pick(live)
         return self.sent
-
-    def _joined(self, task: int, results) -> None:
-        previous = self.history[task][-1] if self.history[task] else math.inf
-        now = min(previous, batch_best(results))
-        self.stale[task] = self.stale[task] + 1 if stalled(previous, now) else 0
-        self.history[task].append(now)
-        self.left[task] -= len(results)
