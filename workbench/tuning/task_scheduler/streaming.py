@@ -14,10 +14,11 @@ as 1 / k with a task's k-th batch, close to the plan's LATER_BATCH_WORTH, and a 
 counts as one that did not improve (the model keeps the default there). Each task is held to what the user's
 `trials_per_task` leaves it (TVM's cap counts this session's trials only). A task whose best has
 not improved for `PATIENCE` batches in a row sits out while the shard sends `PATIENCE` batches to its other tasks,
-then competes again; each further batch of it that does not improve doubles its next rest, one that improves ends
-them. A stall is not an end: a costly task's search can stall for a few batches and then find a faster kernel, and a
-rest without end handed all that time to tasks that gained a few percent (the budget stays the shard's: when every
-task rests, the gradient rule picks among all). The search inside a task is TVM's own.
+then competes again; each further batch of it that does not improve doubles its next rest, up to `MAX_REST`, and
+one that improves ends them. A stall need not be the end: a costly task's search can stand still for a few batches
+and then find a faster kernel, so no task is shut out for good, while one with no room left costs the shard ever
+fewer batches (the budget stays the shard's: when every task rests, the gradient rule picks among all). The search
+inside a task is TVM's own.
 """
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ from tvm.s_tir.meta_schedule.task_scheduler import PyTaskScheduler
 from workbench.units import mean_seconds
 
 PATIENCE = 3  # batches without a better best after which a task rests; its first rest: this many of the others' batches
+MAX_REST = 4 * PATIENCE  # the longest rest: stalls taken while every task rests double it too, and must not end them
 IMPROVED = 1e-3  # a best counts as better when it beats the last by more than this fraction (timing jitter)
 
 
@@ -82,9 +84,9 @@ def stalled(previous: float, now: float) -> bool:
 
 def rest_after(stale: int, patience: int = PATIENCE) -> int:
     """The other tasks' batches a task sits out after its `stale`-th batch in a row without a better best: none
-    before `patience`, then `patience`, doubled by each further stalled batch (a task with no room left costs the
-    shard ever fewer batches; one that stalled for a while still gets its turns back)."""
-    return 0 if stale < patience else patience * 2 ** (stale - patience)
+    before `patience`, then `patience`, doubled by each further stalled batch, at most `MAX_REST` (a task with no
+    room left costs the shard ever fewer batches; one that stalled for a while still gets its turns back)."""
+    return 0 if stale < patience else min(patience * 2 ** (stale - patience), MAX_REST)
 
 
 class Turns:
