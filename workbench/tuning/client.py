@@ -222,7 +222,7 @@ def run(job: ShardJob) -> int:
 
     from workbench.models.load import load_model
     from workbench.plan import task_file
-    from workbench.plan.budget import batches_by_worth
+    from workbench.plan.budget import XGB_WARMUP, batches_by_worth
     from workbench.plan.tasks import extract_tasks
     from workbench.runs import memory
     from workbench.tuning import builder as builders
@@ -359,7 +359,9 @@ def run(job: ShardJob) -> int:
                           num_trials_per_iter=job.spec.trials_per_batch, builder=builder, runner=runner,
                           database=database, cost_model=cost_model, measure_callbacks=callbacks,
                           task_scheduler=StreamingScheduler(seed=seed, prior=start, done=done,
-                                                            cap=job.spec.trials_per_task))
+                                                            cap=job.spec.trials_per_task,
+                                                            warmup=XGB_WARMUP if xgb else 0,
+                                                            learned=learned + from_siblings))
     finally:
         if hasattr(builder, "shutdown"):
             builder.shutdown()

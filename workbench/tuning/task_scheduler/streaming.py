@@ -7,18 +7,21 @@ fire: database, cost model, progress event) before the next search starts, and p
 (`gradient_based.cc`: alpha x backward-window gain + (1 - alpha) x best / rounds, times the task's
 weight), where a task with no history yet gets its first batch first, in the plan's order (costliest first).
 A task's history starts from what is known of it (`prior`): a resumed shard's best record so far, so that it does
-not spend a first batch on every task again (on a model of many small tasks, most of a raised budget); and where
-the plan spends batches by worth (a GPU: `plan.budget.batches_by_worth`), its default schedule's measured time, so
-that a costly task's second batch comes before a cheap task's first, as the plan said: the rule's best / rounds falls
-as 1 / k with a task's k-th batch, close to the plan's LATER_BATCH_WORTH, and a batch that does not beat the default
+not spend a first batch on every task again (on a model of many small tasks, most of a raised budget); and where the
+plan spends batches by worth (a GPU: `plan.budget.batches_by_worth`), its default schedule's measured time, so that
+a costly task's second batch comes before a cheap task's first, as the plan said: the rule's best / rounds falls as
+1 / k with a task's k-th batch, close to the plan's LATER_BATCH_WORTH, and a batch that does not beat the default
 counts as one that did not improve (the model keeps the default there). Each task is held to what the user's
-`trials_per_task` leaves it (TVM's cap counts this session's trials only). A task whose best has
-not improved for `PATIENCE` batches in a row sits out while the shard sends `PATIENCE` batches to its other tasks,
-then competes again; each further batch of it that does not improve doubles its next rest, up to `MAX_REST`, and
-one that improves ends them. A stall need not be the end: a costly task's search can stand still for a few batches
-and then find a faster kernel, so no task is shut out for good, while one with no room left costs the shard ever
-fewer batches (the budget stays the shard's: when every task rests, the gradient rule picks among all). The search
-inside a task is TVM's own.
+`trials_per_task` leaves it (TVM's cap counts this session's trials only). A task whose best has not improved for
+`PATIENCE` batches in a row sits out while the shard sends `PATIENCE` batches to its other tasks, then competes
+again; each further batch of it that does not improve doubles its next rest, up to `MAX_REST`, and one that improves
+ends them. Only batches searched with a cost model that has learnt count as stalls (`warmup`: TVM's XGBoost model
+scores at random below 100 samples): a random draw that finds nothing says little of the task's room, and a costly
+task rested then hands its turns to cheaper ones (an H100 mlp run: the matmul holding 71 % of the time rested after
+3 random batches still at its default). A stall need not be the end: a costly task's search can stand still for a
+few batches and then find a faster kernel, so no task is shut out for good, while one with no room left costs the
+shard ever fewer batches (the budget stays the shard's: when every task rests, the gradient rule picks among all).
+The search inside a task is TVM's own.
 """
 from __future__ import annotations
 
@@ -94,11 +97,13 @@ class Turns:
     scheduler feeds it; a test can drive it with made-up bests."""
 
     def __init__(self, starts: list[list[float]], weights: list[float], alpha: float = 0.2, window: int = 3,
-                 rng: random.Random | None = None) -> None:
-        """`starts`: per task, its history's start ([] or [its prior best, s])."""
+                 rng: random.Random | None = None, warmup: int = 0, samples: int = 0) -> None:
+        """`starts`: per task, its history's start ([] or [its prior best, s]); `warmup`: the samples the cost model
+        must hold before its batches' stalls count; `samples`: those it holds already (taught before the first)."""
         self.history = [list(h) for h in starts]  # per task: its best latency (s) after each joined batch
         self.weights, self.alpha, self.window = weights, alpha, window
         self.rng = rng or random.Random(0)
+        self.warmup, self.samples = warmup, samples
         self.stale = [0] * len(starts)  # per task: its batches in a row that left its best where it was
         self.resting = [0] * len(starts)  # per task: the other tasks' batches it still sits out (`rest_after`)
 
@@ -108,11 +113,16 @@ class Turns:
         self.resting = [r if i == task else r - 1 for i, r in enumerate(self.resting)]
         return task
 
-    def joined(self, task: int, best_s: float) -> None:
-        """A batch of `task` came back, its fastest run `best_s` (inf: none ran)."""
+    def joined(self, task: int, best_s: float, measured: int = 0) -> None:
+        """A batch of `task` came back, its fastest run `best_s` (inf: none ran), `measured` candidates in all (the
+        cost model learns them). It counts as a stall only if the model had learnt `warmup` samples when it chose."""
         previous = self.history[task][-1] if self.history[task] else math.inf
         now = min(previous, best_s)
-        self.stale[task] = self.stale[task] + 1 if stalled(previous, now) else 0
+        informed, self.samples = self.samples >= self.warmup, self.samples + measured
+        if not stalled(previous, now):
+            self.stale[task] = 0
+        elif informed:
+            self.stale[task] += 1
         self.resting[task] = rest_after(self.stale[task])
         self.history[task].append(now)
 
@@ -123,11 +133,14 @@ class StreamingScheduler(PyTaskScheduler):
 
     def __init__(self, alpha: float = 0.2, window_size: int = 3, seed: int = -1,
                  prior: dict[str, float] | None = None, done: dict[str, int] | None = None,
-                 cap: int | None = None) -> None:
+                 cap: int | None = None, warmup: int = 0, learned: int = 0) -> None:
         """`prior`: each task's start (s), by task name (`starting_points`);
         `done`: the trials each task has there; `cap`: trials per task in all, those included (None: no cap). A task
-        is sent no batch once its trials reach the cap (its last batch may pass it, as TVM's own cap lets it)."""
+        is sent no batch once its trials reach the cap (its last batch may pass it, as TVM's own cap lets it).
+        `warmup`: the samples the cost model needs before it scores (0: stalls always count); `learned`: the samples
+        it was taught before the first batch."""
         super().__init__()
+        self.warmup, self.learned = warmup, learned
         self.prior = dict(prior or {})
         self.done, self.cap = dict(done or {}), cap
         self.left: list[float] = []  # per task: the trials the cap still allows
@@ -141,13 +154,14 @@ class StreamingScheduler(PyTaskScheduler):
         tasks = self._outer().tasks_
         if self.turns is None:
             self.turns = Turns([[self.prior[t.ctx.task_name]] if t.ctx.task_name in self.prior else [] for t in tasks],
-                               [float(t.task_weight) for t in tasks], self.alpha, self.window, self.rng)
+                               [float(t.task_weight) for t in tasks], self.alpha, self.window, self.rng,
+                               self.warmup, self.learned)
             self.left = [math.inf if self.cap is None else self.cap - self.done.get(t.ctx.task_name, 0) for t in tasks]
         if self.sent is not None:
             task, self.sent = self.sent, None
             if tasks[task].runner_futures is not None:  # None: its search ended and it was terminated
                 results = self.join_running_task(task)
-                self.turns.joined(task, batch_best(results))
+                self.turns.joined(task, batch_best(results), len(results))
                 self.left[task] -= len(results)
         live = [i for i, t in enumerate(tasks) if not t.is_terminated and self.left[i] > 0]
         if not live:
