@@ -160,8 +160,9 @@ class StreamingScheduler(PyTaskScheduler):
         if self.sent is not None:
             task, self.sent = self.sent, None
             if tasks[task].runner_futures is not None:  # None: its search ended and it was terminated
-                results = self.join_running_task(task)
-                self.turns.joined(task, batch_best(results), len(results))
+                built = sum(r.error_msg is None for r in tasks[task].builder_results or [])  # the cost model learns
+                results = self.join_running_task(task)  # these only (TVM's UpdateCostModel); the join clears them
+                self.turns.joined(task, batch_best(results), built)
                 self.left[task] -= len(results)
         live = [i for i, t in enumerate(tasks) if not t.is_terminated and self.left[i] > 0]
         if not live:
