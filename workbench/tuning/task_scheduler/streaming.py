@@ -113,12 +113,12 @@ class Turns:
         self.resting = [r if i == task else r - 1 for i, r in enumerate(self.resting)]
         return task
 
-    def joined(self, task: int, best_s: float, measured: int = 0) -> None:
-        """A batch of `task` came back, its fastest run `best_s` (inf: none ran), `measured` candidates in all (the
-        cost model learns them). It counts as a stall only if the model had learnt `warmup` samples when it chose."""
+    def joined(self, task: int, best_s: float, learned: int = 0) -> None:
+        """A batch of `task` came back, its fastest run `best_s` (inf: none ran); the cost model learns `learned` of
+        its candidates (the built ones). It counts as a stall only if the model held `warmup` samples when it chose."""
         previous = self.history[task][-1] if self.history[task] else math.inf
         now = min(previous, best_s)
-        informed, self.samples = self.samples >= self.warmup, self.samples + measured
+        informed, self.samples = self.samples >= self.warmup, self.samples + learned
         if not stalled(previous, now):
             self.stale[task] = 0
         elif informed:
