@@ -211,8 +211,8 @@ def remember(folder: str, db_path: str, source: dict[str, Any]) -> tuple[int, st
                 for r in lib.get_all_tuning_records()}
         added, signatures, best_us = 0, {}, {}
         for rec in src.get_all_tuning_records():
-            if not rec.run_secs or not all(float(s) < 1e9 for s in rec.run_secs):
-                continue  # a failed measurement: nothing to start from
+            if not rec.run_secs or not all(float(s) < 1e9 for s in rec.run_secs) or not evolvable(rec.trace):
+                continue  # a failed measurement, or a trace the evolution cannot start from
             h = workload_hash(rec.workload.mod)
             if h not in signatures:
                 signatures[h] = signature(rec.workload.mod)
@@ -328,6 +328,14 @@ def known_note(found: dict[str, list[dict[str, Any]]], total: int) -> str:
             f"the memory)")
 
 
+def evolvable(trace) -> bool:
+    """Whether a record's trace marks where its postprocessing starts, as every trace MetaSchedule measures does: the
+    evolution replays a database record without its postprocessing, then postprocesses it again. Schedules an older
+    workbench re-applied from other tasks were recorded without the mark; on CUDA their second pass failed the
+    shard's whole search, so the memory neither keeps nor seeds them."""
+    return any(inst.kind.name == "EnterPostproc" for inst in trace.insts)
+
+
 def seed(folder: str, database, contexts, top_k: int = SEED_TOP_K) -> dict[str, int]:
     """Put the library's `top_k` best records of each context's task in a fresh shard `database`, so that the
     stage's model is as good as the memory before the first batch and the evolution starts from them; {task:
@@ -344,7 +352,7 @@ def seed(folder: str, database, contexts, top_k: int = SEED_TOP_K) -> dict[str, 
     for ctx in contexts:
         if not lib.has_workload(ctx.mod):
             continue
-        records = lib.get_top_k(lib.commit_workload(ctx.mod), top_k)
+        records = [r for r in lib.get_top_k(lib.commit_workload(ctx.mod), 4 * top_k) if evolvable(r.trace)][:top_k]
         wkl = database.commit_workload(ctx.mod)
         for r in records:
             database.commit_tuning_record(ms.database.TuningRecord(r.trace, wkl, r.run_secs, ctx.target,

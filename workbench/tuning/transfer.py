@@ -22,10 +22,13 @@ OFFERED_PER_TASK = 2  # traces offered per trial of the first batch: some do not
 def _records(folder: str) -> list:
     from tvm.s_tir import meta_schedule as ms
 
+    from workbench.runs.memory import evolvable
+
     if not os.path.exists(os.path.join(folder, "database_tuning_record.json")):
         return []
     db = ms.database.JSONDatabase(work_dir=folder, allow_missing=False)
-    return [r for r in db.get_all_tuning_records() if r.run_secs and all(float(s) < 1e9 for s in r.run_secs)]
+    return [r for r in db.get_all_tuning_records()
+            if r.run_secs and all(float(s) < 1e9 for s in r.run_secs) and evolvable(r.trace)]
 
 
 def _mean(record) -> float:
@@ -86,6 +89,11 @@ def reapply(trace, mod, postprocs, seed: int | None = None):
 
     try:
         trace.apply_to_schedule(sch, remove_postproc=True, decision_provider=fitting)
+        # The mark MetaSchedule puts before postprocessing: the measured record's trace keeps it, so that the
+        # evolution, replaying the record from the database without its postprocessing, can postprocess it again.
+        # Without it, a CUDA record's RewriteCooperativeFetch steps replay too and the postprocessor then fails
+        # the whole search ("Cannot find annotation key: meta_schedule.cooperative_fetch").
+        sch.enter_postproc()
         if not all(p.apply(sch) for p in postprocs):
             return None
     except Exception:  # noqa: BLE001 - a trace that does not fit this workload
