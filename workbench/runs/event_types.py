@@ -251,6 +251,14 @@ class TaskSkipped(ShardEvent):
 
 
 @dataclass(frozen=True, kw_only=True)
+class TaskSearchFailed(ShardEvent):
+    """A task whose search raised: it measures no more, keeps what it measured, and the shard's other tasks go on."""
+    KIND = "task_search_failed"
+    task: str
+    reason: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
 class Batch(ShardEvent):
     """One measured batch of a task. `build_errors`/`run_errors`: the task's so far; `build_*`: this batch's
     build timings (a persistent builder's only)."""
@@ -309,4 +317,5 @@ class RunFinished(Event):
     message: str = ""
 
 
-FAILURES = (Error, ShardFailed, ServerLost, WorkerLost, TaskSkipped)  # what Run.errors() and the panel list
+# what Run.errors() and the panel list
+FAILURES = (Error, ShardFailed, ServerLost, WorkerLost, TaskSkipped, TaskSearchFailed)

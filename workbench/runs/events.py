@@ -46,6 +46,7 @@ from workbench.runs.event_types import (
     SweepFinished,
     SweepPoint,
     SweepStarted,
+    TaskSearchFailed,
     TaskSkipped,
     Telemetry,
     Timed,
@@ -246,6 +247,9 @@ def describe(e: Event) -> str:
             return f"{at}{e.server} DIED (exit {e.exit_code}): measuring goes on on {e.servers_left} server(s)"
         case TaskSkipped():
             return f"{at}shard {e.shard}: task {e.task} skipped: {e.reason}"
+        case TaskSearchFailed():
+            return (f"{at}shard {e.shard}: task {e.task}'s search FAILED (it keeps what it measured; the shard "
+                    f"goes on): {e.reason}")
         case WorkerLost():
             then = (f"restarted from the {e.records_kept} records received" if e.restarted
                     else f"not restarted ({e.message})")

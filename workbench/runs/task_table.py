@@ -8,7 +8,16 @@ from typing import Any
 import pandas as pd
 
 from workbench.plan.plan import Plan
-from workbench.runs.event_types import Batch, Compiled, DefaultsTimed, Event, ShardPlanned, ShardStarted, TaskSkipped
+from workbench.runs.event_types import (
+    Batch,
+    Compiled,
+    DefaultsTimed,
+    Event,
+    ShardPlanned,
+    ShardStarted,
+    TaskSearchFailed,
+    TaskSkipped,
+)
 
 COLUMNS = ["tuned_at", "task", "state", "weight", "share", "default_us", "best_us", "trials", "kept", "reason"]
 SORTS = {"share": False, "default_us": False, "best_us": False, "trials": False, "state": True, "task": True}
@@ -32,7 +41,7 @@ def task_table(plan: Plan | None, events: list[Event], slices: tuple[int, ...]) 
                 "kept": None, "reason": "outside the budget: keeps its default schedule" if out else ""}
     trials: dict[tuple[int, str, int], int] = {}
     for e in events:
-        key = (e.tuned_at, e.task) if isinstance(e, (Batch, TaskSkipped)) else None
+        key = (e.tuned_at, e.task) if isinstance(e, (Batch, TaskSkipped, TaskSearchFailed)) else None
         if isinstance(e, DefaultsTimed):
             for name, us in e.defaults_us.items():
                 row = per.get((e.tuned_at, name))
@@ -58,6 +67,8 @@ def task_table(plan: Plan | None, events: list[Event], slices: tuple[int, ...]) 
                     row["reason"] = f"started from the tuning memory's best ({n} records)"
         elif isinstance(e, TaskSkipped) and key in per:
             per[key].update(state="skipped", reason=e.reason)
+        elif isinstance(e, TaskSearchFailed) and key in per:
+            per[key]["reason"] = f"its search failed, so it stopped with what it had measured: {e.reason}"
         elif isinstance(e, Compiled):
             for c in e.choices:
                 row = per.get((e.tuned_at, c["task"]))

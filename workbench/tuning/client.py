@@ -2,7 +2,8 @@
 
 The shard file (written by the supervisor) holds the spec, the target, the task names, the trial
 budget, the tracker and the work folder. Tasks whose design space cannot be generated are skipped
-and reported (one bad task must never kill a run); the others are tuned.
+and reported (one bad task must never kill a run); the others are tuned. A task whose search fails later stops
+with what it measured, reported too (`search_strategy.guarded`); the others go on.
 
 A switch for comparing search configurations, not a user option: with `WORKBENCH_BENCH_SAME_DRAWS=1` in its
 environment a client searches on one thread and seeds numpy's global RNG (which the untrained XGB scores with) with
@@ -21,7 +22,15 @@ from dataclasses import dataclass, field
 from workbench.hardware import TargetSpec
 from workbench.options import EngineOptions, strategy_for
 from workbench.runs import store
-from workbench.runs.event_types import DefaultsTimed, Error, IntrinsicsLoaded, ShardFinished, ShardStarted, TaskSkipped
+from workbench.runs.event_types import (
+    DefaultsTimed,
+    Error,
+    IntrinsicsLoaded,
+    ShardFinished,
+    ShardStarted,
+    TaskSearchFailed,
+    TaskSkipped,
+)
 from workbench.runs.events import EventWriter
 from workbench.spec import TuneSpec
 
@@ -298,7 +307,9 @@ def run(job: ShardJob) -> int:
             strategy=strategies.create(strategy_for(job.spec.strategy, job.target.kind, job.spec.precision),
                                        options.first_round,
                                        {memory.workload_hash(by_name[t].dispatched[0]): traces
-                                        for t, traces in related.items()}, budget),
+                                        for t, traces in related.items()}, budget,
+                                       lambda task, why: events.emit(TaskSearchFailed(
+                                           shard=job.shard, tuned_at=job.tuned_at, task=task, reason=why))),
             num_threads=1 if same_draws() else job.num_threads, seed=job.seed)
         good_ctx, good_w = [], []
         for ctx, w in zip(contexts, weights):

@@ -18,11 +18,16 @@ FEW_SAMPLES = {**LEAN_SEARCH, "init_min_unmeasured": 16}
 
 
 def create(name: Any, first_round: str = "evolutionary", related: dict[str, list[Any]] | None = None,
-           budget: Any = None) -> Any:
+           budget: Any = None, on_failure: Any = None) -> Any:
     """The search strategy a client tunes with: TVM's (by name), its lean variant, or either evolution with a
     random first round (`RandomFirstRound`, where `first_round` is "random"); where `related` holds traces for some
     workloads ({workload hash: traces}, `tuning.transfer`), wrapped so that their first batch re-applies them
-    (`FromRelated`); where `budget` is a `budgeted.ShardBudget`, held to it exactly (`Budgeted`)."""
+    (`FromRelated`); where `budget` is a `budgeted.ShardBudget`, held to it exactly (`Budgeted`); where
+    `on_failure(task, reason)` is given, a task whose search raises stops alone and is reported (`Guarded`)."""
+    if on_failure is not None:
+        from workbench.tuning.search_strategy.guarded import Guarded
+
+        return Guarded(create(name, first_round, related, budget), on_failure)
     if budget is not None:
         from workbench.tuning.search_strategy.budgeted import Budgeted
 
