@@ -164,7 +164,9 @@ def run_one(cfg: dict, args: argparse.Namespace, home: str, seed: int, trials: i
            "wall_s": round(max(e["t"] for e in batches) - t0, 1) if batches else None,
            "product_final_ms": res[0]["tuned_ms"] if res else None,
            "skipped_tasks": [{"task": e["task"], "reason": e.get("reason")} for e in events
-                             if e["kind"] == "task_skipped"]}
+                             if e["kind"] == "task_skipped"],
+           "failed_searches": [{"task": e["task"], "reason": e.get("reason")} for e in events
+                               if e["kind"] == "task_search_failed"]}
     if batches or os.path.exists(run.folder.untuned_lib):
         out.update(checkpoint_series(run, stop_s, args.checkpoints, os.path.join(home, "checkpoints", run.id)))
     span = out["span_s"] = stop_s if finished_at is not None else out["wall_s"]

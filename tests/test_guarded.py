@@ -21,6 +21,7 @@ from workbench.models.load import load_model
 from workbench.plan.tasks import extract_tasks
 from workbench.tuning.intrinsics import load_family
 from workbench.tuning.search_strategy import create
+from workbench.tuning.task_scheduler.streaming import StreamingScheduler
 
 load_family("cpu", sys.argv[1])  # as a client does: TVM's own import parses every family (tens of seconds)
 target = target_spec("cpu", detect()).build()
@@ -59,7 +60,8 @@ for guarded in (True, False):
         try:
             ms.tune_tasks(tasks=ctxs, task_weights=w, work_dir=wd, max_trials_global=16, num_trials_per_iter=4,
                           builder=NoBuild(), runner=NoRun(), database=db, cost_model="random",
-                          measure_callbacks=[ms.measure_callback.AddToDatabase()], task_scheduler="round-robin")
+                          measure_callbacks=[ms.measure_callback.AddToDatabase()],
+                          task_scheduler=StreamingScheduler(seed=0))
             raised = None
         except Exception as err:
             raised = str(err).strip().splitlines()[-1]
@@ -82,3 +84,13 @@ def test_a_task_whose_search_raises_stops_alone_and_is_reported(tmp_path):
     [second] = [t for t in guarded["records"] if t != first]
     # the failed task keeps its first batch; the other task measures the rest of the budget
     assert guarded["records"] == {first: 4, second: 12}, guarded
+
+
+def test_a_failed_search_is_said_as_such():
+    from workbench.runs.event_types import FAILURES, TaskSearchFailed
+    from workbench.runs.events import as_dict, describe, parse
+
+    e = TaskSearchFailed(t=1.0, shard=1, tuned_at=50, task="fused_conv2d", reason="Cannot find annotation key: x")
+    assert parse(as_dict(e)) == e and TaskSearchFailed in FAILURES
+    said = describe(e)
+    assert "shard 1" in said and "fused_conv2d's search FAILED" in said and "the shard goes on" in said, said

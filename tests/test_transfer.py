@@ -73,8 +73,15 @@ added, _ = memory.remember(library, os.path.join(sys.argv[2], "older"), {"run": 
 shard = ms.database.JSONDatabase(work_dir=os.path.join(sys.argv[2], "shard"))
 older_as_library = memory.seed(os.path.join(sys.argv[2], "older"), shard, [type("Ctx", (), {
     "mod": mod, "task_name": task.task_name, "target": target})])
+os.makedirs(os.path.join(sys.argv[2], "compiled"))
+compiled = ms.database.JSONDatabase(work_dir=os.path.join(sys.argv[2], "compiled"))  # the finisher's: never searched
+memory.seed(os.path.join(sys.argv[2], "older"), compiled, [type("Ctx", (), {
+    "mod": mod, "task_name": task.task_name, "target": target})], top_k=1, evolvable_only=False)
+from workbench.tuning import transfer
 print(json.dumps({"rows": out, "remembered": added, "seeded": older_as_library,
-                  "seeded_marked": [memory.evolvable(r.trace) for r in shard.get_all_tuning_records()]}))
+                  "seeded_marked": [memory.evolvable(r.trace) for r in shard.get_all_tuning_records()],
+                  "compiled_marked": [memory.evolvable(r.trace) for r in compiled.get_all_tuning_records()],
+                  "related": len(transfer._records(os.path.join(sys.argv[2], "older")))}))
 """
 
 
@@ -91,3 +98,6 @@ def test_a_reapplied_cuda_schedule_can_be_postprocessed_again(cuda_intrinsics, t
                                   for r in rows), rows
     # an older workbench's unmarked record, though the faster, is neither remembered nor seeded
     assert got["remembered"] == 1 and list(got["seeded"].values()) == [1] and got["seeded_marked"] == [True], got
+    assert got["related"] == 1, got  # nor re-applied to another shape
+    # the finisher, which only compiles, takes the faster one: compiling replays a record's whole trace
+    assert got["compiled_marked"] == [False], got

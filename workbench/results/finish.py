@@ -218,7 +218,7 @@ def from_memory(run_dir: str, target: TargetSpec, tuned_at: int, merged_dir: str
     missing = [SimpleNamespace(mod=t.dispatched[0], task_name=t.task_name, target=tvm_target) for t in tasks
                if db.query_tuning_record(t.dispatched[0], tvm_target, workload_name="main") is None]  # as the floor
     try:
-        return memory.seed(library, db, missing, top_k=1) if missing else {}
+        return memory.seed(library, db, missing, top_k=1, evolvable_only=False) if missing else {}
     except Exception:  # noqa: BLE001 - a library being written or another TVM's: the stage is made without it
         return {}
 

@@ -336,10 +336,22 @@ def evolvable(trace) -> bool:
     return any(inst.kind.name == "EnterPostproc" for inst in trace.insts)
 
 
-def seed(folder: str, database, contexts, top_k: int = SEED_TOP_K) -> dict[str, int]:
+def _best(lib, workload, top_k: int, keep=None) -> list:
+    """The library's `top_k` best records of `workload` that `keep(trace)` accepts (all: None), best first."""
+    n = top_k
+    while True:
+        records = lib.get_top_k(workload, n)
+        kept = [r for r in records if keep is None or keep(r.trace)]
+        if len(kept) >= top_k or len(records) < n:
+            return kept[:top_k]
+        n *= 4
+
+
+def seed(folder: str, database, contexts, top_k: int = SEED_TOP_K, evolvable_only: bool = True) -> dict[str, int]:
     """Put the library's `top_k` best records of each context's task in a fresh shard `database`, so that the
     stage's model is as good as the memory before the first batch and the evolution starts from them; {task:
-    records}. A context needs only `mod`, `task_name` and `target`."""
+    records}. A context needs only `mod`, `task_name` and `target`. `evolvable_only=False` (a database only compiled
+    from, never searched) takes unmarked records too: compiling replays a record's whole trace."""
     from tvm.s_tir import meta_schedule as ms
 
     if not os.path.exists(os.path.join(folder, RECORDS_FILE)):
@@ -352,7 +364,7 @@ def seed(folder: str, database, contexts, top_k: int = SEED_TOP_K) -> dict[str, 
     for ctx in contexts:
         if not lib.has_workload(ctx.mod):
             continue
-        records = [r for r in lib.get_top_k(lib.commit_workload(ctx.mod), 4 * top_k) if evolvable(r.trace)][:top_k]
+        records = _best(lib, lib.commit_workload(ctx.mod), top_k, evolvable if evolvable_only else None)
         wkl = database.commit_workload(ctx.mod)
         for r in records:
             database.commit_tuning_record(ms.database.TuningRecord(r.trace, wkl, r.run_secs, ctx.target,

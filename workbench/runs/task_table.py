@@ -40,6 +40,7 @@ def task_table(plan: Plan | None, events: list[Event], slices: tuple[int, ...]) 
                 "best_us": t.known_us if t.known_us is not None and stage == first else math.nan, "trials": 0,
                 "kept": None, "reason": "outside the budget: keeps its default schedule" if out else ""}
     trials: dict[tuple[int, str, int], int] = {}
+    failed: dict[tuple[int, str], str] = {}
     for e in events:
         key = (e.tuned_at, e.task) if isinstance(e, (Batch, TaskSkipped, TaskSearchFailed)) else None
         if isinstance(e, DefaultsTimed):
@@ -68,7 +69,7 @@ def task_table(plan: Plan | None, events: list[Event], slices: tuple[int, ...]) 
         elif isinstance(e, TaskSkipped) and key in per:
             per[key].update(state="skipped", reason=e.reason)
         elif isinstance(e, TaskSearchFailed) and key in per:
-            per[key]["reason"] = f"its search failed, so it stopped with what it had measured: {e.reason}"
+            failed[key] = e.reason
         elif isinstance(e, Compiled):
             for c in e.choices:
                 row = per.get((e.tuned_at, c["task"]))
@@ -86,6 +87,10 @@ def task_table(plan: Plan | None, events: list[Event], slices: tuple[int, ...]) 
                                      f"({c['best_us']:.1f} us): keeps the default")
     for (stage, task, _), n in trials.items():
         per[(stage, task)]["trials"] += n
+    for key, why in failed.items():  # said last, so that what the finish chose for the task follows it
+        row = per[key]
+        row["reason"] = f"its search failed after {row['trials']} trials ({why})" + (
+            f"; {row['reason']}" if row["reason"] else "")
     df = pd.DataFrame(list(per.values()), columns=COLUMNS)
     known = {t.name: t.known_us for t in tasks if t.known_us is not None}  # counted at the time they run at, as
     # the plan ranks them (the memory's best, where it beats the default), at the slice whose library it is

@@ -298,6 +298,11 @@ def run(job: ShardJob) -> int:
             if not _all_found(job, by_name, events):
                 return 3
         budget = ShardBudget()  # the shard's trials, held exactly across its tasks once `remaining` is known
+        failed: dict[str, str] = {}
+
+        def failed_search(task: str, why: str) -> None:
+            failed[task] = why
+            events.emit(TaskSearchFailed(shard=job.shard, tuned_at=job.tuned_at, task=task, reason=why))
         related = transfer.related_traces([by_name[n] for n in job.tasks], *related_sources(job),
                                           per_task=transfer.OFFERED_PER_TASK * job.spec.trials_per_batch)
         if related:
@@ -308,8 +313,7 @@ def run(job: ShardJob) -> int:
                                        options.first_round,
                                        {memory.workload_hash(by_name[t].dispatched[0]): traces
                                         for t, traces in related.items()}, budget,
-                                       lambda task, why: events.emit(TaskSearchFailed(
-                                           shard=job.shard, tuned_at=job.tuned_at, task=task, reason=why))),
+                                       lambda task, why: failed_search(task, why)),
             num_threads=1 if same_draws() else job.num_threads, seed=job.seed)
         good_ctx, good_w = [], []
         for ctx, w in zip(contexts, weights):
@@ -373,6 +377,8 @@ def run(job: ShardJob) -> int:
                                                             cap=job.spec.trials_per_task,
                                                             warmup=XGB_WARMUP if xgb else 0,
                                                             learned=learned + from_siblings))
+        if failed and set(failed) >= {c.task_name for c in good_ctx}:  # not one task's fault: the shard failed
+            raise RuntimeError(f"the search of every task of this shard failed; the last: {list(failed.values())[-1]}")
     finally:
         if hasattr(builder, "shutdown"):
             builder.shutdown()
