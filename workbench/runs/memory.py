@@ -30,6 +30,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from workbench.errors import last_line
 from workbench.hardware import TargetSpec, detect
 from workbench.plan.task_file import tvm_version
 from workbench.runs.store import RECORDS_FILE, WORKLOADS_FILE, read_json, write_json
@@ -118,7 +119,7 @@ def _unreadable(folder: str) -> str:
         try:
             ms.database.Workload.from_json(json.loads(line))
         except Exception as err:  # noqa: BLE001 - any failure to parse refuses the library
-            return f"workload {n} does not load: {_last_line(err)}"
+            return f"workload {n} does not load: {last_line(err, 200)}"
     for n, line in enumerate(lines[RECORDS_FILE], 1):
         try:
             index, (trace, *_) = json.loads(line)
@@ -126,7 +127,7 @@ def _unreadable(folder: str) -> str:
                 return f"record {n} names workload {index}, which the library does not hold"
             kinds.update(inst[0] for inst in trace[0])
         except (ValueError, TypeError, IndexError) as err:
-            return f"record {n} is not a MetaSchedule record: {_last_line(err)}"
+            return f"record {n} is not a MetaSchedule record: {last_line(err, 200)}"
     for kind in sorted(kinds):
         try:
             InstructionKind.get(kind)
@@ -150,11 +151,6 @@ def _lines(path: str) -> list[str]:
         return []
     with open(path) as f:
         return [line for line in f if line.strip()]
-
-
-def _last_line(err: Exception) -> str:
-    text = str(err).strip()
-    return (text.splitlines()[-1] if text else type(err).__name__)[:200]
 
 
 def set_aside(folder: str) -> str:

@@ -19,6 +19,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
+from workbench.errors import last_line
 from workbench.hardware import TargetSpec
 from workbench.options import EngineOptions, strategy_for
 from workbench.runs import store
@@ -116,8 +117,7 @@ def from_memory(job: ShardJob, database, contexts, done: dict[str, int]) -> tupl
     try:
         seeded, note = memory.seed(job.memory, database, contexts), ""
     except Exception as err:  # noqa: BLE001 - a library being written, damaged or another TVM's: tune without it
-        why = str(err).strip().splitlines()[-1][:200] if str(err).strip() else type(err).__name__
-        seeded, note = {}, f"the tuning memory could not be read ({why}): tuning from nothing"
+        seeded, note = {}, f"the tuning memory could not be read ({last_line(err, 200)}): tuning from nothing"
     store.write_json(path, seeded)
     return seeded, note
 
@@ -321,8 +321,7 @@ def run(job: ShardJob) -> int:
                 ctx.generate_design_space()
             except Exception as err:  # noqa: BLE001 - e.g. ScheduleError in a schedule rule
                 events.emit(TaskSkipped(shard=job.shard, tuned_at=job.tuned_at, task=ctx.task_name,
-                                        reason=str(err).strip().splitlines()[-1][:300] if str(err).strip()
-                                        else type(err).__name__))
+                                        reason=last_line(err)))
                 continue
             good_ctx.append(ctx)
             good_w.append(w)

@@ -8,11 +8,7 @@ from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.meta_schedule.search_strategy import PySearchStrategy
 
-
-def last_line(err: BaseException) -> str:
-    """An error's last line (TVM's messages carry their C++ trace above it), at most 300 characters."""
-    lines = str(err).strip().splitlines()
-    return lines[-1][:300] if lines else type(err).__name__
+from workbench.errors import last_line
 
 
 @derived_object
