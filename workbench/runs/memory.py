@@ -207,8 +207,8 @@ def remember(folder: str, db_path: str, source: dict[str, Any]) -> tuple[int, st
                 for r in lib.get_all_tuning_records()}
         added, signatures, best_us = 0, {}, {}
         for rec in src.get_all_tuning_records():
-            if not rec.run_secs or not all(float(s) < 1e9 for s in rec.run_secs) or not evolvable(rec.trace):
-                continue  # a failed measurement, or a trace the evolution cannot start from
+            if not startable(rec):
+                continue
             h = workload_hash(rec.workload.mod)
             if h not in signatures:
                 signatures[h] = signature(rec.workload.mod)
@@ -330,6 +330,12 @@ def evolvable(trace) -> bool:
     workbench re-applied from other tasks were recorded without the mark; on CUDA their second pass failed the
     shard's whole search, so the memory neither keeps nor seeds them."""
     return any(inst.kind.name == "EnterPostproc" for inst in trace.insts)
+
+
+def startable(record) -> bool:
+    """Whether a later run can start from `record`: it was measured (a failed measurement holds 1e10 s) and its
+    trace is `evolvable`."""
+    return bool(record.run_secs) and all(float(s) < 1e9 for s in record.run_secs) and evolvable(record.trace)
 
 
 def _best(lib, workload, top_k: int, keep=None) -> list:

@@ -312,8 +312,7 @@ def run(job: ShardJob) -> int:
             strategy=strategies.create(strategy_for(job.spec.strategy, job.target.kind, job.spec.precision),
                                        options.first_round,
                                        {memory.workload_hash(by_name[t].dispatched[0]): traces
-                                        for t, traces in related.items()}, budget,
-                                       lambda task, why: failed_search(task, why)),
+                                        for t, traces in related.items()}, budget, failed_search),
             num_threads=1 if same_draws() else job.num_threads, seed=job.seed)
         good_ctx, good_w = [], []
         for ctx, w in zip(contexts, weights):

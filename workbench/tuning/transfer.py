@@ -22,13 +22,12 @@ OFFERED_PER_TASK = 2  # traces offered per trial of the first batch: some do not
 def _records(folder: str) -> list:
     from tvm.s_tir import meta_schedule as ms
 
-    from workbench.runs.memory import evolvable
+    from workbench.runs.memory import startable
 
     if not os.path.exists(os.path.join(folder, "database_tuning_record.json")):
         return []
     db = ms.database.JSONDatabase(work_dir=folder, allow_missing=False)
-    return [r for r in db.get_all_tuning_records()
-            if r.run_secs and all(float(s) < 1e9 for s in r.run_secs) and evolvable(r.trace)]
+    return [r for r in db.get_all_tuning_records() if startable(r)]
 
 
 def _mean(record) -> float:
