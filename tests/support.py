@@ -38,6 +38,18 @@ def tvm_env() -> dict[str, str]:
     return without_torch(dict(os.environ))
 
 
+def script_json(script: str, *args: str, timeout: int = 600):
+    """Run `script` (`python -c`) from the repository's root in `tvm_env()`, `args` after it; it must exit 0 (its
+    stderr's tail says why not). What its last line of output prints, as JSON."""
+    import json
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    proc = subprocess.run([sys.executable, "-c", script, *args], cwd=root, capture_output=True, text=True,
+                          timeout=timeout, env=tvm_env())
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 def copy_run(run, home: str):
     """A copy of the finished `run` in `home` (as a study carries a run folder to another machine), opened: a test
     that tunes on or edits a run works on this, and a session fixture's run stays as it was."""

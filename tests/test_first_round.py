@@ -1,11 +1,7 @@
 """RandomFirstRound: the evolution after the random batch never measures a schedule twice (as TVM's alone);
 the lean evolution neither, and it searches in less time than TVM's."""
-import json
-import subprocess
-import sys
 
-from conftest import ROOT
-from support import NO_MEASURE, tvm_env
+from support import NO_MEASURE, script_json
 
 _SEARCH = """
 import json, logging, random, sys, tempfile, time
@@ -66,10 +62,7 @@ print(json.dumps(out))
 
 
 def test_the_evolution_does_not_remeasure_the_random_batch(tmp_path):
-    proc = subprocess.run([sys.executable, "-c", _SEARCH, str(tmp_path / "cache")], cwd=ROOT, capture_output=True,
-                          text=True, timeout=600, env=tvm_env())
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    got = script_json(_SEARCH, str(tmp_path / "cache"))
     # TVM's evolution alone keeps every measured schedule out of later batches (the control)
     assert got["evolutionary"]["distinct"] == got["evolutionary"]["records"] == 16, got
     # with the random first batch it must too: that batch's schedules are not in the evolution's measured set

@@ -1,10 +1,6 @@
 """A task whose search raises stops alone (`search_strategy.guarded`): the shard's other tasks go on."""
-import json
-import subprocess
-import sys
 
-from conftest import ROOT
-from support import NO_MEASURE, tvm_env
+from support import NO_MEASURE, script_json
 
 # The failure is injected: the one seen (a CUDA record MetaSchedule could not postprocess again) needs a GPU to tune.
 # The task loop, the database and the strategies are TVM's, on this CPU.
@@ -75,10 +71,7 @@ print(json.dumps(out))
 
 
 def test_a_task_whose_search_raises_stops_alone_and_is_reported(tmp_path):
-    proc = subprocess.run([sys.executable, "-c", _FAILING, str(tmp_path / "cache")], cwd=ROOT, capture_output=True,
-                          text=True, timeout=600, env=tvm_env())
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    got = script_json(_FAILING, str(tmp_path / "cache"))
     first, guarded, bare = got["first"], got["True"], got["False"]
     assert "cooperative_fetch" in (bare["raised"] or ""), bare  # unguarded, the failure ends every task's tuning
     assert guarded["raised"] is None, guarded

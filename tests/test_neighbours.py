@@ -1,12 +1,8 @@
 """Neighbours: a neighbour differs from the best trace in one decision by one step (a tile's product kept, its
 innermost factor within the rule's limit), and a search that alternates TVM's evolution with neighbour batches
 measures its budget exactly, never one schedule twice, with neighbour batches among them."""
-import json
-import subprocess
-import sys
 
-from conftest import ROOT
-from support import NO_MEASURE, tvm_env
+from support import NO_MEASURE, script_json
 
 _SEARCH = """
 import json, logging, math, random, sys, tempfile
@@ -67,10 +63,7 @@ print(json.dumps(out))
 
 
 def test_neighbours_are_one_step_away_and_the_search_measures_each_schedule_once(tmp_path):
-    proc = subprocess.run([sys.executable, "-c", _SEARCH, str(tmp_path / "cache")], cwd=ROOT, capture_output=True,
-                          text=True, timeout=600, env=tvm_env())
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    out = script_json(_SEARCH, str(tmp_path / "cache"))
     steps = out["steps"]
     assert steps and out["limits_kept"], out
     tiles = [s for s in steps if s[0] == "tile"]

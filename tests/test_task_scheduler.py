@@ -1,11 +1,7 @@
 """StreamingScheduler on resume: a task with records starts from its best so far, so the raised budget goes where
 the time is, not to a first batch of every task again; and `trials_per_task` counts those records too."""
-import json
-import subprocess
-import sys
 
-from conftest import ROOT
-from support import NO_MEASURE, tvm_env
+from support import NO_MEASURE, script_json
 
 _PICKS = """
 import json, logging, random, sys, tempfile
@@ -65,10 +61,7 @@ print(json.dumps(out))
 
 
 def test_a_resumed_shard_spends_its_batch_where_the_time_is(tmp_path):
-    proc = subprocess.run([sys.executable, "-c", _PICKS, str(tmp_path / "cache")], cwd=ROOT, capture_output=True,
-                          text=True, timeout=600, env=tvm_env())
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    got = script_json(_PICKS, str(tmp_path / "cache"))
     first, second = got["order"]
     assert got["none"] == {first: 4}, got  # no records: the plan's order (costliest first) for first batches
     assert got["second slower"] == {second: 4}, got  # records: the task with the most time to win
@@ -125,10 +118,7 @@ def test_a_resumed_shard_cost_model_learns_its_records_before_the_first_batch(tm
     """TVM's XGBoost model scores candidates at random until it holds 100 samples, and `tune_tasks` starts it empty:
     a resumed shard teaches it every record of its database first, and those of its sibling shards (one unsharded
     tune's model would hold them all), so the raised budget's first batch is guided."""
-    proc = subprocess.run([sys.executable, "-c", _WARM, str(tmp_path / "cache")], cwd=ROOT, capture_output=True,
-                          text=True, timeout=600, env=tvm_env())
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    got = script_json(_WARM, str(tmp_path / "cache"))
     assert got["empty"] == [0, 0]  # nothing of its own, and its sibling's database is still empty
     assert got["records"] >= 48 and got["learned"] == [got["records"], 0] and got["data_size"] == got["records"], got
     assert got["from_sibling"] == [0, got["records"]] == [0, got["sibling_data_size"]], got

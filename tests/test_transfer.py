@@ -1,10 +1,6 @@
 """Schedules re-applied from elsewhere (`tuning.transfer.reapply`) must stay records MetaSchedule can evolve from."""
-import json
-import subprocess
-import sys
 
-from conftest import ROOT
-from support import tvm_env
+from support import script_json
 
 # Run in a process of its own, as a client: registering the intrinsics from the cache stubs TVM's package for the
 # process. A CUDA target needs no GPU to schedule and postprocess for; its postprocessors (cooperative fetch, the
@@ -89,10 +85,7 @@ def test_a_reapplied_cuda_schedule_can_be_postprocessed_again(cuda_intrinsics, t
     """The evolution replays a database record without its postprocessing, then postprocesses it again
     (`PickBestFromDatabase`). A re-applied schedule whose trace lost the mark where postprocessing starts replays its
     cooperative-fetch rewrite too; the second pass then failed, and with it the shard's whole search on the GPU."""
-    proc = subprocess.run([sys.executable, "-c", REAPPLIED, cuda_intrinsics, str(tmp_path)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=400, env=tvm_env())
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    got = script_json(REAPPLIED, cuda_intrinsics, str(tmp_path), timeout=400)
     rows = got["rows"]
     assert len(rows) == 2 and all(r == {"reapplied": True, "marked": True, "again": True, "same": True}
                                   for r in rows), rows
