@@ -37,7 +37,7 @@ def probe(model: str, rounds: int, min_repeat_ms: float) -> dict[str, Any]:
                                compare_outputs=False, autocast=True)
     x = np.random.default_rng(0).standard_normal(shape).astype("float32")
     process = BaselineProcess(torch=True)
-    _, _, _, how = process.build(wanted.to_dict(), x, "cuda", min_repeat_ms)
+    _, _, _, chose = process.build(wanted.to_dict(), x, "cuda", min_repeat_ms)
 
     torch.set_grad_enabled(False)
     module, half = twin(key, variant).cuda(), twin(key, variant).cuda().half()
@@ -72,7 +72,8 @@ def probe(model: str, rounds: int, min_repeat_ms: float) -> dict[str, Any]:
                 time.sleep(0.02)
     finally:
         process.close()
-    return {"model": model, "precision": "fp16", "gpu": torch.cuda.get_device_name(), "process_chose": how,
+    return {"model": model, "precision": "fp16", "gpu": torch.cuda.get_device_name(),
+            "process_chose": chose.get("fp16", ""),
             "medians_ms": {n: round(statistics.median(v), 5) for n, v in times.items()}, "rounds_ms": times}
 
 

@@ -329,10 +329,11 @@ def test_an_fp16_baseline_runs_pytorchs_faster_fp16_way_and_says_which():
                       compare_outputs=False, autocast=True)
     process = BaselineProcess(torch=True)
     try:
-        y, _, _, how = process.build(wanted.to_dict(), x, "cpu", 10)
+        y, _, _, chose = process.build(wanted.to_dict(), x, "cpu", 10)
         assert process.measure() > 0 and np.isfinite(y).all()
     finally:
         process.close()
+    how = chose["fp16"]
     found = re.fullmatch(r"(autocast|\.half\(\)); (autocast|\.half\(\)) (\d+\.\d\d)x slower here", how)
     assert found and found[1] != found[2] and float(found[3]) >= 1.0, how
     # the row's label names the way (a plan written before the choice said "autocast"), its note the other's time
@@ -347,5 +348,40 @@ def test_an_fp16_baseline_runs_pytorchs_faster_fp16_way_and_says_which():
         finally:
             process.close()
         label = row["label"]
-        assert re.fullmatch(r"PyTorch eager fp16 \((autocast|\.half\(\))\) \(a PyTorch twin of mlp\)", label), row
+        assert re.fullmatch(r"PyTorch eager fp16 \((autocast|\.half\(\))\) \(a PyTorch twin of mlp\)"
+                            r"(, on (1 thread|\d+ threads))?", label), row
         assert row["way_note"].endswith("slower here"), row
+
+
+def test_a_cpu_baseline_runs_on_pytorchs_faster_thread_count_and_says_which():
+    """On a CPU PyTorch runs on the slice's cores by default; a small model runs faster on one thread, and on a
+    few cores that something else also uses its threads can wait on each other for whole time slices (a small
+    mlp timed hundreds of times slower). The baseline's process times both counts and keeps the faster, as a user
+    timing their model would; the label says how many threads run, the note how much slower the other count was."""
+    import re
+
+    import numpy as np
+
+    import sample_models
+    from workbench.results.baseline import Baseline
+    from workbench.results.baseline_process import BaselineProcess
+    from workbench.results.infer import _baseline_row
+
+    pytest.importorskip("torch")
+    cores = len(os.sched_getaffinity(0))
+    if cores < 2:
+        pytest.skip("one core: PyTorch has no other thread count to try")
+    x = np.random.default_rng(0).standard_normal(sample_models.get("mlp").INPUT_SHAPES["small"]).astype(np.float32)
+    wanted = Baseline("torch", "PyTorch eager fp32 (a PyTorch twin of mlp)", twin="mlp", variant="small",
+                      compare_outputs=False)
+    process = BaselineProcess(torch=True)
+    try:
+        row = _baseline_row(wanted, x, "cpu", None, process, {}, "normal", 10)
+        assert row["_timer"]() > 0
+    finally:
+        process.close()
+    found = re.fullmatch(rf"PyTorch eager fp32 \(a PyTorch twin of mlp\), on (1 thread|{cores} threads)", row["label"])
+    assert found, row
+    other = f"{cores} threads" if found[1] == "1 thread" else "1 thread"
+    note = re.fullmatch(rf"{other} (\d+\.\d\d)x slower here", row["way_note"])
+    assert note and float(note[1]) >= 1.0, row

@@ -7,10 +7,13 @@
 
 The launcher chooses it (`choose`) and records it in the plan; the timing worker times it interleaved with the two
 builds under the same slice, in a process of its own (`baseline_process`: `build` runs there) with the library's
-threading defaults, as the user runs it. Where none can run, the plan says why.
+threading defaults, as the user runs it; where PyTorch has a faster way here (one thread on a CPU, `thread_way`; at
+fp16 autocast or `.half()`, `fp16_way`), the faster, as a user timing their model would pick, and its label says
+which. Where none can run, the plan says why.
 """
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 from collections.abc import Callable
@@ -82,12 +85,13 @@ def choose(model: str, target_kind: str, precision: str = "fp32") -> tuple[Basel
 
 
 def build(baseline: Baseline, x: Any, device_kind: str, min_repeat_ms: float = 50.0
-          ) -> tuple[Callable[[], Any], Callable[[], None], Callable[[], None], str]:
+          ) -> tuple[Callable[[], Any], Callable[[], None], Callable[[], None], dict[str, str]]:
     """Calls of the baseline on input `x` (numpy), in this process, on its cores (a slice's) and its device: one
     returning its outputs as one flat numpy array (to compare them), one that only runs it (to time it, as TVM's
     evaluator times the builds: no copy of the outputs to the host, no wait for the device after each call) and one
-    that waits for the device (`timer` calls it once per measurement); and, where PyTorch had a choice (fp16), the
-    words saying what runs (`fp16_way`). PyTorch runs without autograd, for the process's life: as inside the user's
+    that waits for the device (`timer` calls it once per measurement); and the
+    choices PyTorch had here, each as words saying which runs and the other's time: 'fp16' (`fp16_way`) and, on a CPU,
+    'threads' (`thread_way`). PyTorch runs without autograd, for the process's life: as inside the user's
     `with torch.no_grad():` around their calls."""
     import numpy as np
 
@@ -101,7 +105,7 @@ def build(baseline: Baseline, x: Any, device_kind: str, min_repeat_ms: float = 5
         session = ort.InferenceSession(baseline.path, options, providers=providers)
         feed = {session.get_inputs()[0].name: x}
         return (lambda: np.concatenate([np.asarray(o).ravel() for o in session.run(None, feed)]),
-                lambda: session.run(None, feed), _no_wait, "")
+                lambda: session.run(None, feed), _no_wait, {})
     import torch
 
     torch.set_num_threads(threads)
@@ -111,17 +115,21 @@ def build(baseline: Baseline, x: Any, device_kind: str, min_repeat_ms: float = 5
     device = "cuda" if device_kind == "cuda" else "cpu"
     wait = torch.cuda.synchronize if device == "cuda" else _no_wait
     tensor = torch.from_numpy(np.ascontiguousarray(x)).to(device)
+    chose: dict[str, str] = {}
     if baseline.autocast:
-        module, tensor, how = fp16_way(lambda: _module(baseline, device), tensor, device, wait, min_repeat_ms)
+        module, tensor, chose["fp16"] = fp16_way(lambda: _module(baseline, device), tensor, device, wait,
+                                                 min_repeat_ms)
     else:
-        module, how = _module(baseline, device), ""
+        module = _module(baseline, device)
+    if device == "cpu" and threads > 1:
+        chose["threads"] = thread_way(lambda: module(tensor), threads, min_repeat_ms)
 
     def outputs() -> Any:
         out = module(tensor)
         outs = out if isinstance(out, (tuple, list)) else (out,)
         return np.concatenate([o.detach().float().cpu().numpy().ravel() for o in outs])
 
-    return outputs, lambda: module(tensor), wait, how
+    return outputs, lambda: module(tensor), wait, chose
 
 
 def _module(baseline: Baseline, device: str) -> Any:
@@ -134,7 +142,37 @@ def _module(baseline: Baseline, device: str) -> Any:
     return torch.export.load(baseline.path).module().to(device)
 
 
-FP16_ROUNDS = 2  # each way timed in turn this many times, its best kept: an idle GPU's clocks rise on the first
+ROUNDS = 2  # each way timed in turn this many times, its best kept: an idle GPU's clocks rise on the first
+
+
+def _race(ways: dict[str, Callable[[], float]]) -> dict[str, float]:
+    """Each way's best of ROUNDS measurements (ms), the ways timed in turn, in the other order every other round."""
+    best: dict[str, float] = {}
+    for i in range(ROUNDS):
+        for name, measure in (list(ways.items()) if i % 2 == 0 else reversed(ways.items())):
+            ms = measure()
+            best[name] = min(ms, best.get(name, ms))
+    return best
+
+
+def thread_way(call: Callable[[], Any], threads: int, min_repeat_ms: float) -> str:
+    """On a CPU, PyTorch's faster thread count for this model here, set for the process's life: its default (the
+    slice's cores, `threads`) or one thread. A small model runs faster on one, and on a few cores that something
+    else also uses, PyTorch's OpenMP threads can fall into waiting on each other, a small mlp's call then taking
+    hundreds of times longer on 2 threads than on one (docs/benchmarks.md). A user who times their model picks the
+    faster; so does the baseline, and its words say which runs and how much slower the other was."""
+    import torch
+
+    def timed(n: int) -> float:
+        torch.set_num_threads(n)
+        call()
+        return timer(call, min_repeat_ms)()
+
+    names = {threads: f"{threads} threads", 1: "1 thread"}
+    best = _race({names[n]: functools.partial(timed, n) for n in names})
+    chosen, other = sorted(best, key=best.__getitem__)
+    torch.set_num_threads(next(n for n, name in names.items() if name == chosen))
+    return f"{chosen}; {other} {best[other] / best[chosen]:.2f}x slower here"
 
 
 def fp16_way(make: Callable[[], Any], x: Any, device: str, wait: Callable[[], None], min_repeat_ms: float
@@ -163,14 +201,12 @@ def fp16_way(make: Callable[[], Any], x: Any, device: str, wait: Callable[[], No
         del half
     except Exception as err:  # noqa: BLE001 - an op without a float16 kernel on this device: autocast it is
         failed = f".half() failed here ({type(err).__name__})"
-    best: dict[str, float] = {}
-    for i in range(FP16_ROUNDS):
-        for name, (module, inp) in (list(ways.items()) if i % 2 == 0 else reversed(ways.items())):  # in turn
-            held = autocast() if name == "autocast" else nullcontext()
-            with held:
-                module(inp)  # autocast's first call fills its cache
-                ms = timer(lambda m=module, i=inp: m(i), min_repeat_ms, wait)()
-            best[name] = min(ms, best.get(name, ms))
+    def timed(name: str, module: Any, inp: Any) -> float:
+        with autocast() if name == "autocast" else nullcontext():
+            module(inp)  # autocast's first call fills its cache
+            return timer(lambda: module(inp), min_repeat_ms, wait)()
+
+    best = _race({name: functools.partial(timed, name, *way) for name, way in ways.items()})
     chosen = min(best, key=best.__getitem__)
     other = next((n for n in best if n != chosen), None)
     module, inp = ways.pop(chosen)

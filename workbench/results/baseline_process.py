@@ -78,9 +78,9 @@ class BaselineProcess:
         return value
 
     def build(self, wanted: dict[str, Any], x: Any, device_kind: str, min_repeat_ms: float
-              ) -> tuple[Any, float, int, str]:
+              ) -> tuple[Any, float, int, dict[str, str]]:
         """Build the baseline there and run it once: its outputs (one flat numpy array), that call's ms, the
-        process's pid and, where PyTorch had a choice, what runs (`baseline.fp16_way`), else ''."""
+        process's pid and the choices PyTorch had there, each as words saying which runs (`baseline.build`)."""
         return self._ask("build", wanted, x, device_kind, min_repeat_ms)
 
     def measure(self) -> float:
@@ -113,7 +113,7 @@ def _serve(requests: BinaryIO, replies: BinaryIO) -> None:
         try:
             if message[0] == "build":
                 _, wanted, x, device_kind, min_repeat_ms = message
-                outputs, call, wait, how = baseline.build(baseline.Baseline.from_dict(wanted), x, device_kind,
+                outputs, call, wait, chose = baseline.build(baseline.Baseline.from_dict(wanted), x, device_kind,
                                                           min_repeat_ms)
                 y = outputs()  # the first call also warms it up
                 t0 = time.perf_counter()
@@ -121,7 +121,7 @@ def _serve(requests: BinaryIO, replies: BinaryIO) -> None:
                 wait()
                 one_ms = (time.perf_counter() - t0) * 1e3
                 measure = baseline.timer(call, min_repeat_ms, wait)
-                reply: tuple[str, Any] = ("ok", (y, one_ms, os.getpid(), how))
+                reply: tuple[str, Any] = ("ok", (y, one_ms, os.getpid(), chose))
             elif measure is None:
                 reply = ("error", "measure asked before build")
             else:

@@ -257,11 +257,19 @@ def _baseline_row(wanted: Baseline, x: np.ndarray, device: str, ref_out: np.ndar
         return {**row, "error": "not timed: the models were timed on a tracker's server, where the baseline does not "
                                 "run"}
     try:
-        y, one_ms, row["pid"], how = process.build(wanted.to_dict(), x, device, min_repeat_ms)  # the process timing it
-        if how:  # the plan said "the faster of ..." (an older plan: "autocast"): now which, the other's time aside
-            way, _, row["way_note"] = how.partition("; ")
+        y, one_ms, row["pid"], chose = process.build(wanted.to_dict(), x, device, min_repeat_ms)  # in its process
+        notes = []
+        if "fp16" in chose:  # the plan said "the faster of ..." (an older plan: "autocast"): now which
+            way, _, note = chose["fp16"].partition("; ")
+            notes.append(note)
             for said in (FP16_WAYS, "autocast"):
                 row["label"] = row["label"].replace(f"fp16 ({said})", f"fp16 ({way})", 1)
+        if "threads" in chose:
+            way, _, note = chose["threads"].partition("; ")
+            notes.append(note)
+            row["label"] += f", on {way}"
+        if any(notes):
+            row["way_note"] = "; ".join(n for n in notes if n)
     except BaselineError as err:  # a baseline that cannot run is reported, the run goes on
         return {**row, "error": str(err)}
     row.update(output_range=output_range(y), finite=bool(np.isfinite(y).all()))
