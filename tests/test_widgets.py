@@ -954,6 +954,29 @@ def test_the_headline_states_the_result_baseline_first_and_warns_without_a_gain(
     assert headline(pd.DataFrame()).text == "" and headline_html(headline(pd.DataFrame())) == ""
 
 
+def test_a_baseline_in_milliseconds_leaves_the_results_in_the_models_unit():
+    """Every view picks its unit from the model's times (the tasks, the shards and the sweep show nothing else): the
+    headline, the results table and the timing line show a slow baseline in that unit too, so one view does not read
+    ms while the panel's figures read us."""
+    import pandas as pd
+
+    from workbench.runs.events import parse, timed_line
+    from workbench.runs.headline import headline, narrow_results
+    from workbench.runs.tables import results_table
+
+    row = {"tuned_at": 100, "model": "mlp-small", "tuned_ms": 0.0051, "tuned_iqr_ms": 0.0005, "untuned_ms": 0.0063,
+           "untuned_iqr_ms": 0.0005, "speedup": 1.24, "verdict": "faster", "kept": "tuned",
+           "baseline": "PyTorch eager fp32", "baseline_ms": 2.5, "baseline_iqr_ms": 0.1, "vs_baseline": 490.0,
+           "vs_baseline_verdict": "faster"}
+    assert headline(pd.DataFrame([row])).text.startswith("mlp-small at 100 %: 2500 us → 5.10 us, ")
+    narrow, _ = narrow_results([row])
+    assert "model (us)" in narrow and "baseline (us)" in narrow and narrow["baseline (us)"][0].startswith("2500 ±")
+    table = results_table([row]).to_string()
+    assert "2500 us" in table and " ms" not in table, table
+    line = timed_line(parse({"t": 0.0, "kind": "timed", "source": "supervisor", **row}))
+    assert "(2500 us)" in line and " ms" not in line, line
+
+
 def test_the_form_offers_the_precision_and_hands_it_to_the_spec() -> None:
     from widgets.form import TuneForm
 

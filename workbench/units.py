@@ -1,8 +1,9 @@
 """Numbers as people read them: one format for the CLI, the panel, the DataFrames' display and the bench.
 
 Times get 3 significant digits in one unit per view (`time_unit` picks it for a set of times, so a column, a plot or
-a table never mixes '0.00336 ms' with '3.36 us'); ratios read '1.90x faster' or '1.21x slower'; shares read '72 %';
-rates read 'trials/s' everywhere (never flipping to s/trial).
+a table never mixes '0.00336 ms' with '3.36 us'; the results' views pick it from the model's times and show the
+baseline's in it, as the figures show only the model's); ratios read '1.90x faster' or '1.21x slower'; shares read
+'72 %'; rates read 'trials/s' everywhere (never flipping to s/trial).
 """
 from __future__ import annotations
 

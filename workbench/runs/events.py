@@ -211,9 +211,9 @@ def since_last_raise(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def timed_line(e: Timed, at: str = "") -> str:
     """A stage's timing: the model it kept, against the baseline first, then against TVM's untuned build; every time
-    of the line in one unit."""
+    of the line in the model's unit (`tables.MODEL_TIMES`)."""
     kept_ms, kept_iqr = (e.untuned_ms, e.untuned_iqr_ms) if e.kept == "untuned" else (e.tuned_ms, e.tuned_iqr_ms)
-    unit = time_unit([v * 1e3 for v in (kept_ms, e.baseline_ms, e.tuned_ms, e.untuned_ms) if v is not None])
+    unit = time_unit([v * 1e3 for v in (kept_ms, e.tuned_ms, e.untuned_ms) if v is not None])  # the model's
     line = f"{at}model {fmt_timing(kept_ms, kept_iqr, unit=unit)}"
     if e.baseline_ms is not None:
         line += (f": {versus(e.vs_baseline, e.vs_baseline_verdict, e.baseline)} "

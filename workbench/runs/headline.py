@@ -86,7 +86,7 @@ def headline(results: pd.DataFrame, model: str | None = None) -> Headline:
     base_ms = row.get("baseline_ms")
     has_base = isinstance(row.get("baseline"), str) and _known(base_ms) and base_ms
     before = base_ms if has_base else row["untuned_ms"]
-    unit = time_unit([before * 1e3, ms * 1e3])
+    unit = time_unit([v * 1e3 for v in (ms, row.get("untuned_ms")) if _known(v)])  # the model's, as in every view
     text = f"{name} at {at} %: {fmt_ms(before, unit)} → {fmt_ms(ms, unit)}, "
     untuned = versus_untuned(row)
     no_gain = row.get("verdict") == NO_TUNED_SCHEDULE or row.get("kept") == "untuned" or row.get("verdict") == "slower"
@@ -111,8 +111,7 @@ def narrow_results(rows: list[dict[str, Any]]) -> tuple[pd.DataFrame, list[str]]
     if not rows:
         return pd.DataFrame(), []
     df = pd.DataFrame(rows)
-    unit = time_unit([v * 1e3 for c in ("tuned_ms", "untuned_ms", "baseline_ms") if c in df
-                      for v in df[c] if _known(v)])
+    unit = time_unit([v * 1e3 for c in ("tuned_ms", "untuned_ms") if c in df for v in df[c] if _known(v)])
     out = pd.DataFrame({"at %": df["tuned_at"].astype(int)})
     out[f"model ({unit})"] = [_spread(model_ms(r), r.get("untuned_iqr_ms" if r.get("kept") == "untuned" else
                                                            "tuned_iqr_ms"), unit) for r in rows]

@@ -33,6 +33,9 @@ RESULT_HEADERS: dict[str, str] = {
     "timed_on": "timed on",  # shown only for a run whose stages were timed on a tracker's server
 }
 SPREAD = {"tuned_ms": "tuned_iqr_ms", "untuned_ms": "untuned_iqr_ms", "baseline_ms": "baseline_iqr_ms"}  # and IQR
+# The times that pick a view's unit: the model's, as the panel's other views (tasks, shards, sweep) show it; the
+# baseline's time is shown in that unit, so a slow baseline does not put one view in ms while the others read us.
+MODEL_TIMES = ("tuned_ms", "untuned_ms")
 
 
 def events_table(events: list[dict[str, Any]]) -> pd.DataFrame:
@@ -65,7 +68,7 @@ def results_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
         out["vs_baseline"] = [versus(r, v) for r, v in zip(df["vs_baseline"], said)]
     if "baseline" in out:
         out["baseline"] = [b if isinstance(b, str) else "none" for b in out["baseline"]]
-    unit = time_unit([v * 1e3 for col in SPREAD if col in df for v in df[col] if v is not None])  # one for all
+    unit = time_unit([v * 1e3 for col in MODEL_TIMES if col in df for v in df[col] if v is not None])  # one for all
     for col, iqr in SPREAD.items():
         if col in out:
             spreads = df[iqr] if iqr in df else [None] * len(df)
