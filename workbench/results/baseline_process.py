@@ -1,11 +1,12 @@
 """The baseline in a process of its own, as the user runs it, timed in turn with the builds of the timing worker.
 
 PyTorch (or onnxruntime) runs here with its own threading defaults, in a process where TVM is not loaded: what the
-user runs without the workbench. In the timing worker's own process it could not: two runtimes' threads in one
-process on a slice's few cores either steal each other's cores (a small model's eager timings swung by 100x) or, with
-OpenMP's passive wait to stop that, wake their threads for every operator, which made a small model's PyTorch several
-times slower than the user's and the tuned model look that much faster (docs/benchmarks.md). Here each side's
-threads idle while the other is timed.
+user runs without the workbench (on a CPU, PyTorch on one thread where that is clearly faster:
+`baseline.thread_way`). In the timing worker's own process it could not: two runtimes' threads in one process on a
+slice's few cores either steal each other's cores (a small model's eager timings swung by 100x) or, with OpenMP's
+passive wait to stop that, wake their threads for every operator, which made a small model's PyTorch several times
+slower than the user's and the tuned model look that much faster (docs/benchmarks.md). Here each side's threads idle
+while the other is timed.
 
 The worker starts this process (`BaselineProcess`), ahead of its job where it can, so that torch's import overlaps
 the tuning; `build` sends it the baseline and the input, `measure` asks for one measurement (`baseline.timer`, taken
