@@ -180,8 +180,9 @@ def thread_way(call: Callable[[], Any], threads: int, min_repeat_ms: float) -> s
     one = best["1 thread"] * ONE_THREAD_MARGIN <= best[names[threads]]
     chosen, other = (1, threads) if one else (threads, 1)
     torch.set_num_threads(chosen)
-    ratio = best[names[other]] / best[names[chosen]]
-    return f"{names[chosen]}; {names[other]} {ratio:.2f}x {'slower' if ratio >= 1 else 'faster'} here"
+    ratio = best[names[other]] / best[names[chosen]]  # below 1 where one thread won by less than the margin
+    said = f"{ratio:.2f}x slower" if ratio >= 1 else f"{1 / ratio:.2f}x faster"
+    return f"{names[chosen]}; {names[other]} {said} here"
 
 
 def fp16_way(make: Callable[[], Any], x: Any, device: str, wait: Callable[[], None], min_repeat_ms: float

@@ -24,7 +24,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from workbench.noise import PAIRED_LEAST_ROUNDS, CpuWatch
+from workbench.noise import PAIRED_LEAST_ROUNDS, CpuWatch, drift_note
 from workbench.procs import die_with_parent, import_tvm_before_torch
 from workbench.results.baseline import FP16_WAYS, Baseline
 from workbench.results.baseline_process import BaselineError, BaselineProcess
@@ -225,6 +225,7 @@ def _run(job: dict, wanted: Baseline | None, process: BaselineProcess | None) ->
         _summarise(result, ms_list, repeat, None if over_rpc else watch.others_cores, watch.seconds)
         out.append(result)
         print(json.dumps(result), flush=True)
+    start_ms = None
     if wanted is not None and interleave:
         row = _baseline_row(wanted, x.numpy(), job["device"], ref_out, process, info, kind, min_repeat_ms,
                             job.get("tolerance"))
@@ -232,6 +233,7 @@ def _run(job: dict, wanted: Baseline | None, process: BaselineProcess | None) ->
         if "error" not in row:
             timers["baseline"] = row.pop("_timer")
             slowest_ms = max(slowest_ms, row.pop("_one_ms"))
+            start_ms = timers["baseline"]()  # its time when it starts, to see whether the rounds found it slowed
     if interleave:
         # the time budget is per library, as when each is timed alone
         rounds = repeats_for(slowest_ms, job.get("repeat", 15), min_repeat_ms, job.get("time_budget_s", 10.0),
@@ -243,6 +245,9 @@ def _run(job: dict, wanted: Baseline | None, process: BaselineProcess | None) ->
             if result["name"] in timed:
                 _summarise(result, timed[result["name"]], rounds, None if over_rpc else watch.others_cores,
                            watch.seconds, interleaved=True)
+            drift = drift_note(start_ms, result.get("latency_ms_median")) if result["name"] == "baseline" else ""
+            if drift:
+                result["way_note"] = "; ".join(n for n in (result.get("way_note"), drift) if n)
             print(json.dumps(result), flush=True)
     return out
 
