@@ -216,13 +216,13 @@ def test_the_paired_test_needs_rounds_and_an_effect():
 
 
 def test_a_baseline_slowed_after_it_started_is_said_to_flatter_the_model():
-    """The baseline's thread count is chosen when its process starts; if its rounds then find it several times slower
-    (the mode a busy core put PyTorch's two threads in: 16 ms a call against 0.05), its note says the comparison may
-    flatter the model. Faster in its rounds, or a little slower, says nothing."""
+    """The baseline's thread count is chosen when it is built; if its rounds then find it several times slower than a
+    measurement just before them (the mode a busy core put PyTorch's two threads in: 16 ms a call against 0.05), its
+    note says the comparison may flatter the model. Faster in its rounds, or a little slower, says nothing."""
     from workbench.noise import DRIFT, drift_note
 
     said = drift_note(0.05, 16.0)
-    assert said.startswith("timed 320x slower in its rounds than when its process started (50.0 us)"), said
+    assert said.startswith("timed 320x slower in its rounds than just before them (50.0 us)"), said
     assert "may flatter the model" in said
     assert drift_note(0.05, 0.05 * DRIFT * 0.99) == "" and drift_note(0.05, 0.01) == ""
     assert drift_note(None, 16.0) == "" and drift_note(0.05, None) == "" and drift_note(0.0, 1.0) == ""

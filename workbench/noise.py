@@ -108,13 +108,15 @@ DRIFT = 3.0  # a library timed this many times slower in its rounds than when it
 
 
 def drift_note(start_ms: float | None, median_ms: float | None) -> str:
-    """Words for a library (the baseline) whose interleaved median is DRIFT times its measurement at start or more:
-    something else took its cores meanwhile, or its threads fell into waiting on each other, and the comparison with
-    it may flatter the model; '' otherwise (a library faster in its rounds only makes the comparison conservative)."""
+    """Words for a library (the baseline) whose interleaved median is DRIFT times or more its measurement taken just
+    before the rounds: something else took its cores meanwhile, or its threads fell into waiting on each other, and
+    the comparison with it may flatter the model; '' otherwise (a library faster in its rounds only makes the
+    comparison conservative)."""
     if not (_num(start_ms) > 0 and _num(median_ms) >= DRIFT * _num(start_ms)):
         return ""
-    return (f"timed {median_ms / start_ms:.0f}x slower in its rounds than when its process started "
-            f"({fmt_timing(start_ms)}): something else slowed it meanwhile, so the comparison may flatter the model")
+    return (f"timed {sig(median_ms / start_ms)}x slower in its rounds than just before them ({fmt_timing(start_ms)}):"
+            " something else took its cores, or its threads waited on each other, so the comparison may flatter the"
+            " model")
 
 
 def is_busy(cores: float | None) -> bool:

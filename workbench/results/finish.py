@@ -72,8 +72,8 @@ def versus_baseline(model: dict, timed: dict | None, baseline: dict | None) -> d
     """The stage's model (the build it kept) against the baseline: `baseline` (its label), `baseline_ms` and
     `baseline_iqr_ms`, `vs_baseline` (the baseline's time over the model's: above 1, the model is faster) and
     `vs_baseline_verdict` by the paired test ('faster', 'slower', 'within noise'), and `baseline_note` (what to know
-    of it: a twin's outputs are not compared; at fp16, the other fp16 way's time; on a CPU, the other thread count's);
-    or `baseline_note` saying why there is none."""
+    of it: a twin's outputs are not compared; at fp16, the other fp16 way's time; on a CPU, the other thread count's;
+    that it slowed during its rounds); or `baseline_note` saying why there is none."""
     if not baseline:
         return {"baseline": None, "baseline_note": "no baseline chosen for this model (the plan says why)"}
     if timed is None or "error" in timed or "latency_ms" not in timed:

@@ -233,7 +233,7 @@ def _run(job: dict, wanted: Baseline | None, process: BaselineProcess | None) ->
         if "error" not in row:
             timers["baseline"] = row.pop("_timer")
             slowest_ms = max(slowest_ms, row.pop("_one_ms"))
-            start_ms = timers["baseline"]()  # its time when it starts, to see whether the rounds found it slowed
+            start_ms = timers["baseline"]()  # its time just before the rounds, to see whether they found it slowed
     if interleave:
         # the time budget is per library, as when each is timed alone
         rounds = repeats_for(slowest_ms, job.get("repeat", 15), min_repeat_ms, job.get("time_budget_s", 10.0),
