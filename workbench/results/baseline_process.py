@@ -80,8 +80,9 @@ class BaselineProcess:
 
     def build(self, wanted: dict[str, Any], x: Any, device_kind: str, min_repeat_ms: float
               ) -> tuple[Any, float, int, dict[str, str]]:
-        """Build the baseline there and run it once: its outputs (one flat numpy array), that call's ms, the
-        process's pid and the choices PyTorch had there, each as words saying which runs (`baseline.build`)."""
+        """Build the baseline there and measure it once: its outputs (one flat numpy array), the measurement's ms a
+        call (as `measure` gives them), the process's pid and the choices PyTorch had there, each as words saying
+        which runs (`baseline.build`)."""
         return self._ask("build", wanted, x, device_kind, min_repeat_ms)
 
     def measure(self) -> float:
@@ -117,12 +118,8 @@ def _serve(requests: BinaryIO, replies: BinaryIO) -> None:
                 outputs, call, wait, chose = baseline.build(baseline.Baseline.from_dict(wanted), x, device_kind,
                                                           min_repeat_ms)
                 y = outputs()  # the first call also warms it up
-                t0 = time.perf_counter()
-                call()
-                wait()
-                one_ms = (time.perf_counter() - t0) * 1e3
                 measure = baseline.timer(call, min_repeat_ms, wait)
-                reply: tuple[str, Any] = ("ok", (y, one_ms, os.getpid(), chose))
+                reply: tuple[str, Any] = ("ok", (y, measure(), os.getpid(), chose))
             elif measure is None:
                 reply = ("error", "measure asked before build")
             else:

@@ -232,8 +232,8 @@ def _run(job: dict, wanted: Baseline | None, process: BaselineProcess | None) ->
         out.append(row)
         if "error" not in row:
             timers["baseline"] = row.pop("_timer")
-            slowest_ms = max(slowest_ms, row.pop("_one_ms"))
-            start_ms = timers["baseline"]()  # its time just before the rounds, to see whether they found it slowed
+            start_ms = row.pop("_start_ms")  # its time just before the rounds, to see whether they found it slowed
+            slowest_ms = max(slowest_ms, start_ms)
     if interleave:
         # the time budget is per library, as when each is timed alone
         rounds = repeats_for(slowest_ms, job.get("repeat", 15), min_repeat_ms, job.get("time_budget_s", 10.0),
@@ -255,14 +255,14 @@ def _run(job: dict, wanted: Baseline | None, process: BaselineProcess | None) ->
 def _baseline_row(wanted: Baseline, x: np.ndarray, device: str, ref_out: np.ndarray | None,
                   process: BaselineProcess | None, info: dict, kind: str, min_repeat_ms: float,
                   tolerance: str | None = None) -> dict:
-    """The baseline's result row, with its timer (`_timer`, `_one_ms`) where it runs (in `process`, None over RPC);
-    else an `error` saying why."""
+    """The baseline's result row, with its timer (`_timer`) and one measurement taken as it was built (`_start_ms`)
+    where it runs (in `process`, None over RPC); else an `error` saying why."""
     row = {"name": "baseline", **info, "label": wanted.label, "input": kind}
     if process is None:
         return {**row, "error": "not timed: the models were timed on a tracker's server, where the baseline does not "
                                 "run"}
     try:
-        y, one_ms, row["pid"], chose = process.build(wanted.to_dict(), x, device, min_repeat_ms)  # in its process
+        y, start_ms, row["pid"], chose = process.build(wanted.to_dict(), x, device, min_repeat_ms)  # in its process
         notes = []
         if "fp16" in chose:  # the plan said "the faster of ..." (an older plan: "autocast"): now which
             way, _, note = chose["fp16"].partition("; ")
@@ -283,7 +283,7 @@ def _baseline_row(wanted: Baseline, x: np.ndarray, device: str, ref_out: np.ndar
     elif not wanted.compare_outputs:
         row.update(match=None, match_note="a twin of the model (same layers and sizes, other weights): its outputs "
                                           "are not compared")
-    return {**row, "_timer": process.measure, "_one_ms": one_ms}
+    return {**row, "_timer": process.measure, "_start_ms": start_ms}
 
 
 def _summarise(result: dict, ms_list: list[float], repeats: int, busy: float | None, seconds: float,

@@ -16,6 +16,7 @@ from typing import Any
 import pandas as pd
 
 from workbench.noise import NO_TUNED_SCHEDULE, fmt_timing, versus
+from workbench.runs.tables import MODEL_TIMES
 from workbench.units import fmt_ms, fmt_ratio, time_unit
 
 NARROW_WIDTH = 100  # columns the CLI's default results table fits in
@@ -111,7 +112,7 @@ def narrow_results(rows: list[dict[str, Any]]) -> tuple[pd.DataFrame, list[str]]
     if not rows:
         return pd.DataFrame(), []
     df = pd.DataFrame(rows)
-    unit = time_unit([v * 1e3 for c in ("tuned_ms", "untuned_ms") if c in df for v in df[c] if _known(v)])
+    unit = time_unit([v * 1e3 for c in MODEL_TIMES if c in df for v in df[c] if _known(v)])
     out = pd.DataFrame({"at %": df["tuned_at"].astype(int)})
     out[f"model ({unit})"] = [_spread(model_ms(r), r.get("untuned_iqr_ms" if r.get("kept") == "untuned" else
                                                            "tuned_iqr_ms"), unit) for r in rows]
